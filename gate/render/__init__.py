@@ -1,0 +1,65 @@
+"""Reporters: the report dict rendered to strings (Markdown, JUnit XML, console). Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+STATUS_ICON = {"pass": "✅", "fail": "❌", "error": "⚠️", "skipped": "⏭️"}
+VERDICT_TITLE = {"pass": "passed", "fail": "failed", "error": "could not complete"}
+STAGE_ORDER = ("retrieval", "generation", "robustness")
+
+
+def is_ms(metric: str) -> bool:
+    return metric.endswith("_ms")
+
+
+def fmt_value(metric: str, value: float | None) -> str:
+    if value is None:
+        return "—"
+    if is_ms(metric):
+        return f"{value:.1f} ms"
+    return f"{value:.4f}"
+
+
+def fmt_delta(metric: str, delta: float | None) -> str:
+    if delta is None:
+        return "—"
+    if abs(delta) < 5e-5 and not is_ms(metric):
+        return "±0"
+    sign = "+" if delta > 0 else "−"
+    return f"{sign}{abs(delta):.1f} ms" if is_ms(metric) else f"{sign}{abs(delta):.4f}"
+
+
+def metric_rows(stage: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per metric of a stage (gated or not), gates first in spec order."""
+    gates = {g["metric"]: g for g in stage.get("gates", [])}
+    base = stage.get("baseline_metrics", {})
+    names = list(gates) + [m for m in stage.get("metrics", {}) if m not in gates]
+    rows = []
+    for name in names:
+        value = stage.get("metrics", {}).get(name)
+        b = base.get(name)
+        gate = gates.get(name)
+        rows.append({
+            "metric": name,
+            "baseline": b,
+            "value": value,
+            "delta": None if value is None or b is None else value - b,
+            "rule": gate["rule"] if gate else "",
+            "status": gate["status"] if gate else "",
+            "reason": gate["reason"] if gate else "",
+        })
+    return rows
+
+
+def gate_counts(report: dict[str, Any]) -> dict[str, int]:
+    counts = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
+    for stage in report.get("stages", {}).values():
+        for g in stage.get("gates", []):
+            counts[g["status"]] = counts.get(g["status"], 0) + 1
+    return counts
+
+
+def ordered_stages(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    stages = report.get("stages", {})
+    return [(n, stages[n]) for n in STAGE_ORDER if n in stages] + [(n, s) for n, s in stages.items() if n not in STAGE_ORDER]

@@ -1,0 +1,57 @@
+"""The readable console report: verdict line and one aligned table per stage. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gate.render import VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages
+
+_MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "SKIP", "": ""}
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def render_console(report: dict[str, Any]) -> str:
+    out: list[str] = []
+    for name, stage in ordered_stages(report):
+        out.append(f"{name} [{_MARK[stage['status']]}]")
+        if stage["status"] == "skipped":
+            out += [f"  skipped: {stage.get('reason', '')}", ""]
+            continue
+        rows = [
+            [r["metric"], fmt_value(r["metric"], r["baseline"]), fmt_value(r["metric"], r["value"]),
+             fmt_delta(r["metric"], r["delta"]), r["rule"] or "-", _MARK[r["status"]]]
+            for r in metric_rows(stage)
+        ]
+        out += ["  " + x for x in _table(["metric", "baseline", "this run", "delta", "gate", "status"], rows, {1, 2, 3})]
+        for g in stage.get("gates", []):
+            if g["status"] in ("fail", "error"):
+                out.append(f"  {_MARK[g['status']]} {g['metric']}: {g['reason']}")
+        worse = stage.get("worse_cases", [])
+        if worse:
+            out.append(f"  {len(worse)} case(s) got worse than the baseline: {', '.join(w['id'] for w in worse[:10])}"
+                       + (" ..." if len(worse) > 10 else ""))
+        errored = [s for s in stage.get("samples", []) if s.get("error")]
+        for s in errored[:5]:
+            out.append(f"  errored {s['id']}: {s['error']}")
+        if len(errored) > 5:
+            out.append(f"  ... {len(errored) - 5} more errored cases in the report")
+        out.append("")
+    b = report.get("baseline", {})
+    if b.get("mismatch"):
+        out.append(f"warning: the baseline was made from a different {', '.join(b['mismatch'])} (on_mismatch: {b.get('on_mismatch')})")
+    elif not b.get("found"):
+        out.append(f"note: no baseline at {b.get('path')}; max_drop gates skipped (create one with `rag-gate baseline update`)")
+    for err in report.get("errors", []):
+        out.append(f"error: {err}")
+    c = gate_counts(report)
+    out.append(f"rag-gate {VERDICT_TITLE[report['verdict']]}: {c['pass']} passed, {c['fail']} failed, "
+               f"{c['error']} errored, {c['skipped']} skipped (exit {report['exit_code']})")
+    return "\n".join(out) + "\n"

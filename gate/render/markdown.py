@@ -1,0 +1,140 @@
+"""The PR comment body (Markdown). Pure; untrusted text (questions, ids, answers) is escaped."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from gate.render import STATUS_ICON, VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages
+
+MARKER_PREFIX = "<!-- rag-gate:comment"
+_MENTION = re.compile(r"@(?=[A-Za-z0-9_-])")
+_ISSUE_REF = re.compile(r"#(?=\d)")
+
+
+def marker(comment_id: str = "default") -> str:
+    """Hidden marker a later run uses to find and edit its own comment."""
+    return f"{MARKER_PREFIX} id={comment_id} -->"
+
+
+def cell(text: Any, limit: int = 120) -> str:
+    """Untrusted text made safe for one table cell: no HTML, no pipes, no newlines, no pings."""
+    s = " ".join(str(text).split())
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    s = html.escape(s, quote=False)
+    s = s.replace("|", "\\|").replace("`", "\\`").replace("*", "\\*").replace("_", "\\_").replace("[", "\\[").replace("]", "\\]")
+    s = _MENTION.sub("@\u200b", s)
+    return _ISSUE_REF.sub("&#35;", s)
+
+
+def _header(report: dict[str, Any]) -> list[str]:
+    verdict = report["verdict"]
+    counts = gate_counts(report)
+    total = sum(counts.values())
+    icon = STATUS_ICON.get(verdict, "")
+    title = f"## {icon} rag-gate {VERDICT_TITLE.get(verdict, verdict)}"
+    if verdict == "fail":
+        title += f": {counts['fail']} of {total} gate{'s' if total != 1 else ''} failed"
+    elif verdict == "pass":
+        title += f": {counts['pass']} of {total} gate{'s' if total != 1 else ''} passed"
+        if counts["skipped"]:
+            title += f", {counts['skipped']} skipped"
+    lines = [title, ""]
+    g = report.get("golden_set", {})
+    by_type = ", ".join(f"{n} {t}" for t, n in sorted(g.get("by_type", {}).items()))
+    t = report.get("target", {})
+    b = report.get("baseline", {})
+    if b.get("found"):
+        when = (b.get("created_at") or "")[:10]
+        commit = (b.get("commit") or "")[:7]
+        base = f"baseline `{cell(b.get('path', ''))}`" + (f" from {when}" if when else "") + (f" ({commit})" if commit else "")
+    else:
+        base = "no baseline yet (max_drop gates skipped)"
+    lines.append(f"Golden set: {g.get('n', 0)} cases ({by_type}) · target: {t.get('kind', '?')} · "
+                 f"{t.get('errors', 0)} of {t.get('calls', 0)} calls failed · {base}")
+    lines.append("")
+    for err in report.get("errors", []):
+        lines.append(f"> [!CAUTION]\n> {cell(err, 300)}\n")
+    if b.get("mismatch"):
+        what = ", ".join(b["mismatch"])
+        action = {"warn": "Compared anyway", "skip": "max_drop gates skipped", "fail": "max_drop gates failed"}[b.get("on_mismatch", "warn")]
+        lines.append(f"> [!WARNING]\n> The baseline was made from a different {what} than this run. {action} "
+                     f"(baseline.on_mismatch: {b.get('on_mismatch', 'warn')}). Run `rag-gate baseline update` to refresh it.\n")
+    return lines
+
+
+def _stage_table(name: str, stage: dict[str, Any]) -> list[str]:
+    icon = STATUS_ICON.get(stage["status"], "")
+    lines = [f"### {icon} {name.capitalize()}: {stage['status']}", ""]
+    if stage["status"] == "skipped":
+        return lines + [f"_{cell(stage.get('reason', 'skipped'), 300)}_", ""]
+    n = stage.get("n")
+    if n is not None:
+        extra = f", {stage['errored']} errored" if stage.get("errored") else ""
+        excluded = ", ".join(f"{v} {k}" for k, v in sorted(stage.get("excluded", {}).items()))
+        lines.append(f"{n} cases scored{extra}" + (f" ({excluded} left out)" if excluded else "") + ".")
+        lines.append("")
+    lines += ["| Metric | Baseline | This run | Δ | Gate | Status |", "|---|---:|---:|---:|---|:---:|"]
+    for row in metric_rows(stage):
+        status = STATUS_ICON.get(row["status"], "") if row["status"] else ""
+        title = f' title="{html.escape(row["reason"])}"' if row["reason"] else ""
+        status_cell = f"<span{title}>{status}</span>" if status and title else status
+        lines.append(
+            f"| `{row['metric']}` | {fmt_value(row['metric'], row['baseline'])} | {fmt_value(row['metric'], row['value'])} "
+            f"| {fmt_delta(row['metric'], row['delta'])} | {row['rule'] or '—'} | {status_cell} |"
+        )
+    lines.append("")
+    failed = [g for g in stage.get("gates", []) if g["status"] in ("fail", "error")]
+    for g in failed:
+        lines.append(f"- {STATUS_ICON[g['status']]} `{g['metric']}`: {cell(g['reason'], 300)}")
+    if failed:
+        lines.append("")
+    return lines
+
+
+def _worse_cases(stage: dict[str, Any], max_cases: int) -> list[str]:
+    rows = stage.get("worse_cases", [])
+    if not rows or max_cases == 0:
+        return []
+    k = stage.get("reference_k")
+    shown = rows[:max_cases]
+    lines = [f"<details><summary>{len(rows)} case{'s' if len(rows) != 1 else ''} got worse than the baseline"
+             + (f" (showing {len(shown)})" if len(shown) < len(rows) else "") + "</summary>", "",
+             "| Case | Question | Metrics | Relevant ids that lost rank |", "|---|---|---|---|"]
+    for r in shown:
+        drops = ", ".join(f"{m} {b:.2f}→{v:.2f}" for m, (b, v) in r["drops"].items())
+        lost = "; ".join(
+            f"`{cell(x['id'], 60)}` {x['from']}→{x['to'] if x['to'] is not None else 'not retrieved'}"
+            + (f" (left top {k})" if x["left_top_k"] else "")
+            for x in r["lost"]
+        )
+        lines.append(f"| `{cell(r['id'], 40)}` | {cell(r['question'])} | {drops or '—'} | {lost or '—'} |")
+    return lines + ["", "</details>", ""]
+
+
+def _errored_cases(stage: dict[str, Any], max_cases: int) -> list[str]:
+    errored = [s for s in stage.get("samples", []) if s.get("error")]
+    if not errored or max_cases == 0:
+        return []
+    lines = [f"<details><summary>{len(errored)} case{'s' if len(errored) != 1 else ''} errored (left out of the averages)</summary>", "",
+             "| Case | Error |", "|---|---|"]
+    lines += [f"| `{cell(s['id'], 40)}` | {cell(s['error'], 200)} |" for s in errored[:max_cases]]
+    if len(errored) > max_cases:
+        lines.append(f"| … | {len(errored) - max_cases} more in report.json |")
+    return lines + ["", "</details>", ""]
+
+
+def render_comment(report: dict[str, Any]) -> str:
+    """The whole PR comment body: marker, verdict, one table per stage, collapsible details."""
+    run = report.get("run", {})
+    max_cases = int(run.get("max_cases", 20))
+    lines = [marker(run.get("comment_id", "default")), *_header(report)]
+    for name, stage in ordered_stages(report):
+        lines += _stage_table(name, stage)
+        lines += _worse_cases(stage, max_cases)
+        lines += _errored_cases(stage, max_cases)
+    tool = report.get("tool", {})
+    lines.append(f"<sub>rag-gate {tool.get('version', '')} · report schema {report.get('schema_version')}</sub>")
+    return "\n".join(lines) + "\n"

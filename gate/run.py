@@ -1,0 +1,205 @@
+"""One run, as data flows: spec -> golden set -> target outputs -> stages -> gates -> report.
+
+``evaluate`` is the pure core (outputs, baseline and spec in, report dict out);
+``collect_outputs`` asks the target once per case; ``run`` ties them together.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from gate import __version__
+from gate.baseline import load_baseline, mismatched
+from gate.errors import EXIT_ERROR, EXIT_FAIL, EXIT_PASS
+from gate.gates import GateDecision, decide, stage_status
+from gate.golden import fingerprint as golden_fingerprint
+from gate.golden import groups, load_golden_set
+from gate.metrics import HEALTH_METRICS, higher_is_better
+from gate.model import GoldenCase, TargetOutput
+from gate.retrieval import retrieval_stage
+from gate.spec import Spec, load_spec
+from gate.targets import Target, make_target
+
+SCHEMA_VERSION = 1
+LATER_STAGES = {
+    "generation": "the generation stage (LLM-judge metrics) is not available in this version of rag-gate",
+    "robustness": "the robustness stage (noise sensitivity, answer rejection) is not available in this version of rag-gate",
+}
+
+
+def collect_outputs(
+    target: Target, cases: Sequence[GoldenCase], k: int, on_done: Callable[[TargetOutput], None] | None = None
+) -> dict[str, TargetOutput]:
+    """Ask the target once per case (``target.concurrency`` at a time). Never raises per case."""
+
+    def ask(case: GoldenCase) -> TargetOutput:
+        try:
+            out = target.ask(case, k)
+        except Exception as exc:  # a bug in a target must not lose the other cases
+            out = TargetOutput.failed(case.id, f"{type(exc).__name__}: {exc}")
+        if on_done:
+            on_done(out)
+        return out
+
+    if target.concurrency <= 1 or len(cases) <= 1:
+        return {c.id: ask(c) for c in cases}
+    with ThreadPoolExecutor(max_workers=min(target.concurrency, len(cases)), thread_name_prefix="rag-gate-target") as pool:
+        return {out.case_id: out for out in pool.map(ask, cases)}
+
+
+def _reference_k(spec: Spec) -> int:
+    ks = [m.k for m in spec.retrieval_metrics() if m.k]
+    return min(ks) if ks else spec.target_k
+
+
+def worse_cases(
+    stage: dict[str, Any], base_stage: dict[str, Any], by_id: dict[str, GoldenCase], k_ref: int
+) -> list[dict[str, Any]]:
+    """Cases whose per-case metrics fell against the baseline, worst first, with the relevant ids that lost rank."""
+    base_samples = base_stage.get("samples", {})
+    rows = []
+    for s in stage["samples"]:
+        base = base_samples.get(s["id"])
+        if s["error"] is not None or base is None:
+            continue
+        drops = {
+            name: [base["metrics"][name], v]
+            for name, v in s["metrics"].items()
+            if name in base.get("metrics", {}) and v < base["metrics"][name] - 1e-12
+        }
+        lost = []
+        for rid, rank in s.get("relevant_ranks", {}).items():
+            before = base.get("relevant_ranks", {}).get(rid)
+            if before is not None and (rank is None or rank > before):
+                lost.append({"id": rid, "from": before, "to": rank, "left_top_k": before <= k_ref and (rank is None or rank > k_ref)})
+        if drops or any(x["left_top_k"] for x in lost):
+            size = sum(b - v for b, v in drops.values())
+            rows.append({"id": s["id"], "question": by_id[s["id"]].question, "drops": drops, "lost": lost, "_size": size})
+    rows.sort(key=lambda r: (-r["_size"], r["id"]))
+    for r in rows:
+        del r["_size"]
+    return rows
+
+
+def _gates(stage_name: str, stage: dict[str, Any], gates: dict[str, Any], base_stage: dict[str, Any] | None, policy: str | None) -> list[GateDecision]:
+    base_metrics = (base_stage or {}).get("metrics", {})
+    return [
+        decide(stage_name, metric, gate, stage["metrics"].get(metric), base_metrics.get(metric), higher_is_better(metric), policy)
+        for metric, gate in gates.items()
+    ]
+
+
+def evaluate(
+    spec: Spec,
+    cases: Sequence[GoldenCase],
+    outputs: dict[str, TargetOutput],
+    baseline: dict[str, Any] | None,
+    *,
+    target_kind: str,
+    duration_s: float | None = None,
+) -> dict[str, Any]:
+    """The report for one run. Pure: no I/O."""
+    fingerprints = {"golden_set": golden_fingerprint(cases), "spec": spec.fingerprint(), "k": f"k={spec.target_k}"}
+    mismatch = mismatched(baseline, fingerprints) if baseline else []
+    policy = spec.data["baseline"]["on_mismatch"] if mismatch else None
+    by_id = {c.id: c for c in cases}
+    case_groups = groups(cases)
+
+    stages: dict[str, Any] = {}
+    cfg = spec.retrieval
+    if cfg:
+        stage = retrieval_stage(cases, outputs, spec.retrieval_metrics(), cfg.get("match", {}), case_groups)
+        base_stage = (baseline or {}).get("stages", {}).get("retrieval")
+        decisions = _gates("retrieval", stage, cfg.get("gates", {}), base_stage, policy)
+        stage["gates"] = [d.to_dict() for d in decisions]
+        stage["status"] = stage_status(decisions)
+        stage["baseline_metrics"] = {m: v for m, v in (base_stage or {}).get("metrics", {}).items() if m in stage["metrics"]}
+        stage["worse_cases"] = worse_cases(stage, base_stage, by_id, _reference_k(spec)) if base_stage else []
+        stage["reference_k"] = _reference_k(spec)
+        stages["retrieval"] = {"status": stage.pop("status"), **stage}
+    else:
+        stages["retrieval"] = {"status": "skipped", "reason": "not configured in the spec", "metrics": {}, "gates": [], "samples": []}
+    for name, reason in LATER_STAGES.items():
+        if name in spec.data["stages"]:
+            stages[name] = {"status": "skipped", "reason": reason, "metrics": {}, "gates": [], "samples": []}
+
+    calls = len(cases)
+    errors = sum(1 for o in outputs.values() if o.error is not None)
+    error_rate = errors / calls if calls else 0.0
+    max_error_rate = float(spec.data["max_error_rate"])
+    run_errors = []
+    if error_rate > max_error_rate + 1e-12:
+        run_errors.append(
+            f"{errors} of {calls} target calls failed (error rate {error_rate:.1%}, above max_error_rate {max_error_rate:.1%})"
+        )
+    for name, stage in stages.items():
+        if stage["status"] == "error":
+            run_errors.append(f"stage {name}: a gated metric could not be computed")
+    statuses = {s["status"] for s in stages.values()}
+    verdict = "error" if run_errors else "fail" if "fail" in statuses else "pass"
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "verdict": verdict,
+        "exit_code": {"pass": EXIT_PASS, "fail": EXIT_FAIL, "error": EXIT_ERROR}[verdict],
+        "errors": run_errors,
+        "tool": {"name": "rag-gate", "version": __version__},
+        "run": {
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "config": str(spec.path),
+            "commit": os.environ.get("GITHUB_SHA"),
+            "duration_s": None if duration_s is None else round(duration_s, 3),
+            "comment_id": spec.data["report"]["comment_id"],
+            "max_cases": spec.data["report"]["max_cases"],
+        },
+        "fingerprints": fingerprints,
+        "golden_set": {
+            "path": str(spec.golden_set_path),
+            "n": len(cases),
+            "by_type": {t: len(ids) for t, ids in case_groups["type"].items()},
+            "by_category": {t: len(ids) for t, ids in case_groups["category"].items()},
+            "by_tag": {t: len(ids) for t, ids in case_groups["tag"].items()},
+        },
+        "target": {"kind": target_kind, "k": spec.target_k, "calls": calls, "errors": errors,
+                   "error_rate": error_rate, "max_error_rate": max_error_rate},
+        "baseline": {
+            "path": str(spec.baseline_path),
+            "found": baseline is not None,
+            "created_at": (baseline or {}).get("created_at"),
+            "commit": (baseline or {}).get("commit"),
+            "fingerprints": (baseline or {}).get("fingerprints"),
+            "mismatch": mismatch,
+            "on_mismatch": spec.data["baseline"]["on_mismatch"],
+        },
+        "stages": stages,
+        "cases": [
+            {"id": c.id, "type": c.type, "retrieved": [d.id for d in outputs[c.id].retrieved],
+             "answer": outputs[c.id].answer, "latency_ms": outputs[c.id].latency_ms, "error": outputs[c.id].error}
+            for c in cases
+        ],
+    }
+
+
+def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
+        on_done: Callable[[TargetOutput], None] | None = None) -> dict[str, Any]:
+    """Load, ask, evaluate. Raises InputError (exit 2) for bad input; everything else is in the report."""
+    started = time.perf_counter()
+    spec = load_spec(config)
+    cases = load_golden_set(spec.golden_set_path)
+    baseline = load_baseline(spec.baseline_path)
+    target = make_target(spec, cases)
+    try:
+        if on_start:
+            on_start(len(cases), target.kind)
+        outputs = collect_outputs(target, cases, spec.target_k, on_done)
+    finally:
+        target.close()
+    return evaluate(spec, cases, outputs, baseline, target_kind=target.kind, duration_s=time.perf_counter() - started)
+
+
+__all__ = ["run", "evaluate", "collect_outputs", "worse_cases", "HEALTH_METRICS"]

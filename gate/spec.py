@@ -1,0 +1,238 @@
+"""The spec (rag-eval.yml): load, validate against config.schema.json, expand ${VARS}.
+
+Steps, in order:
+  1. read the file and parse it with the safe YAML loader (line of every key kept);
+  2. validate the raw data against config.schema.json (before any ${VAR} is expanded,
+     so an error message can never show a secret);
+  3. fill the defaults the schema declares;
+  4. check what the schema cannot (metric names, gates on metrics that exist);
+  5. expand ${NAME} references from the environment, remembering the values as secrets;
+  6. resolve relative paths against the spec file's folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from gate.errors import InputError, InputErrors
+from gate.metrics import HEALTH_METRICS, MetricName, parse_metric
+from gate.yamlfile import Path_, key_path, line_of, load_yaml
+
+_ENV_REF = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@cache
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of rag-eval.yml, shipped inside the package."""
+    return json.loads(resources.files("gate").joinpath("config.schema.json").read_text(encoding="utf-8"))
+
+
+def _fill_defaults(instance: Any, schema: dict[str, Any], root: dict[str, Any]) -> None:
+    """Set every missing property that has a ``default`` in the schema (after validation)."""
+    if "$ref" in schema:
+        ref = schema["$ref"].removeprefix("#/$defs/")
+        _fill_defaults(instance, root["$defs"][ref], root)
+    if isinstance(instance, dict):
+        for name, sub in schema.get("properties", {}).items():
+            if name not in instance and "default" in sub:
+                instance[name] = copy.deepcopy(sub["default"])
+            if name in instance:
+                _fill_defaults(instance[name], sub, root)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for name, value in instance.items():
+                if name not in schema.get("properties", {}):
+                    _fill_defaults(value, extra, root)
+    for branch in schema.get("oneOf", []):
+        if isinstance(instance, dict) and branch.get("type") == "object":
+            _fill_defaults(instance, branch, root)
+
+
+def _schema_message(error: jsonschema.ValidationError) -> tuple[Path_, str]:
+    """A readable message and the key path it is about, for one schema error."""
+    path: Path_ = tuple(error.absolute_path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = list(schema.get("properties", {}))
+        extra = [k for k in error.instance if k not in allowed]
+        key = extra[0] if extra else "?"
+        hint = f" (allowed here: {', '.join(allowed)})" if allowed else ""
+        return path + (key,), f"unknown key {key!r}{hint}"
+    if error.validator == "required":
+        return path, error.message.replace("is a required property", "is required")
+    if error.validator == "oneOf":
+        branches = error.validator_value
+        if all(set(b) == {"required"} for b in branches):
+            names = [b["required"][0] for b in branches]
+            present = [n for n in names if isinstance(error.instance, dict) and n in error.instance]
+            if present:
+                return path, f"give exactly one of {', '.join(names)} (found {', '.join(present)})"
+            return path, f"needs one of {', '.join(names)}"
+        if error.context:
+            best = jsonschema.exceptions.best_match(error.context)
+            return _schema_message(best)
+    if error.validator == "pattern" and path and path[-2:-1] == ("metrics",):
+        return path, f"unknown metric {error.instance!r}; use hit_rate@k, mrr, recall@k, precision@k, ndcg@k, map, context_recall@k"
+    if error.validator == "const":
+        return path, f"must be {error.validator_value!r}, got {error.instance!r}"
+    if error.validator == "enum":
+        return path, f"must be one of {', '.join(map(repr, error.validator_value))}, got {error.instance!r}"
+    return path, error.message
+
+
+def _expand(value: Any, path: Path_, file: str, lines: dict[Path_, int], secrets: list[str], env: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _expand(v, path + (k,), file, lines, secrets, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, path + (i,), file, lines, secrets, env) for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1):  # $${NAME} -> literal ${NAME}
+            return "${" + m.group(2) + "}"
+        name = m.group(2)
+        if name not in env:
+            raise InputError(
+                f"environment variable {name} is not set",
+                file=file,
+                line=line_of(lines, path),
+                key=key_path(path),
+                hint=f"export {name}=... before running rag-gate (in a workflow: env: {{{name}: ${{{{ secrets.{name} }}}}}})",
+            )
+        if env[name]:
+            secrets.append(env[name])
+        return env[name]
+
+    return _ENV_REF.sub(sub, value)
+
+
+@dataclass
+class Spec:
+    """A validated spec. ``data`` has defaults filled and ${VARS} expanded; ``raw`` has neither."""
+
+    path: Path
+    raw: dict[str, Any]
+    data: dict[str, Any]
+    lines: dict[Path_, int]
+    secrets: list[str] = field(default_factory=list)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def resolve(self, relative: str) -> Path:
+        p = Path(relative)
+        return p if p.is_absolute() else self.base_dir / p
+
+    def line(self, *path: str | int) -> int | None:
+        return line_of(self.lines, path)
+
+    def error(self, message: str, *path: str | int, hint: str | None = None) -> InputError:
+        return InputError(message, file=str(self.path), line=self.line(*path), key=key_path(path), hint=hint)
+
+    @property
+    def golden_set_path(self) -> Path:
+        return self.resolve(self.data["golden_set"])
+
+    @property
+    def target(self) -> dict[str, Any]:
+        return self.data["target"]
+
+    @property
+    def retrieval(self) -> dict[str, Any] | None:
+        return self.data["stages"].get("retrieval")
+
+    def retrieval_metrics(self) -> list[MetricName]:
+        stage = self.retrieval
+        return [parse_metric(m) for m in stage["metrics"]] if stage else []
+
+    @property
+    def target_k(self) -> int:
+        if "k" in self.target:
+            return int(self.target["k"])
+        ks = [m.k for m in self.retrieval_metrics() if m.k]
+        return max([10, *ks])
+
+    @property
+    def baseline_path(self) -> Path:
+        return self.resolve(self.data["baseline"]["path"])
+
+    def fingerprint(self) -> str:
+        """Hash of what defines the measurement (metrics, matching, k), not of gates or target."""
+        stages = self.raw.get("stages", {})
+        basis = {
+            name: {k: v for k, v in (stage or {}).items() if k != "gates"}
+            for name, stage in stages.items()
+            if isinstance(stage, dict)
+        }
+        basis["_k"] = self.target_k  # type: ignore[assignment]
+        blob = json.dumps(basis, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _check_semantics(spec: Spec) -> list[InputError]:
+    errors: list[InputError] = []
+    stage = spec.retrieval
+    if stage:
+        names = set()
+        for i, name in enumerate(stage["metrics"]):
+            try:
+                names.add(parse_metric(name).name)
+            except ValueError as exc:
+                errors.append(spec.error(str(exc), "stages", "retrieval", "metrics", i))
+        for metric, gate in stage.get("gates", {}).items():
+            if metric not in names and metric not in HEALTH_METRICS:
+                errors.append(
+                    spec.error(
+                        f"gate on {metric!r}, which is not computed; add it to stages.retrieval.metrics "
+                        f"(or gate a health metric: {', '.join(HEALTH_METRICS)})",
+                        "stages", "retrieval", "gates", metric,
+                    )
+                )
+            if "min" in gate and "max" in gate and gate["min"] > gate["max"]:
+                errors.append(spec.error("min is larger than max", "stages", "retrieval", "gates", metric))
+    return errors
+
+
+def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None) -> Spec:
+    """Load and validate a spec file. Raises InputError (exit 2) naming file and line/key."""
+    p = Path(path)
+    file = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("spec file not found", file=file, hint="pass --config PATH to your rag-eval.yml") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the spec file: {exc}", file=file) from None
+    raw, lines = load_yaml(text, file)
+    if not isinstance(raw, dict):
+        raise InputError("the spec must be a YAML mapping (key: value lines)", file=file, line=1)
+
+    validator = jsonschema.Draft202012Validator(config_schema())
+    errors: list[InputError] = []
+    for err in sorted(validator.iter_errors(raw), key=lambda e: line_of(lines, tuple(e.absolute_path)) or 0):
+        at, message = _schema_message(err)
+        errors.append(InputError(message, file=file, line=line_of(lines, at), key=key_path(at)))
+    if errors:
+        raise errors[0] if len(errors) == 1 else InputErrors(errors)
+
+    data = copy.deepcopy(raw)
+    _fill_defaults(data, config_schema(), config_schema())
+    spec = Spec(path=p, raw=raw, data=data, lines=lines)
+    errors = _check_semantics(spec)
+    if errors:
+        raise errors[0] if len(errors) == 1 else InputErrors(errors)
+    spec.data = _expand(data, (), file, lines, spec.secrets, dict(os.environ if env is None else env))
+    return spec

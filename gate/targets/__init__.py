@@ -1,0 +1,101 @@
+"""Targets: the RAG system under test, behind one small interface.
+
+A target answers one golden case at a time with a ``TargetOutput`` (ranked retrieved list,
+answer, contexts, latency, error). ``make_target`` picks the implementation the spec names:
+
+    results   a precomputed JSONL file          gate.targets.results.ResultsFileTarget
+    http      a service speaking DESIGN.md's protocol  gate.targets.http.HttpTarget
+    python    "package.module:function"         gate.targets.python.PythonTarget
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gate.model import GoldenCase, RetrievedDoc, TargetOutput
+
+if TYPE_CHECKING:
+    from gate.spec import Spec
+
+
+class Target(Protocol):
+    kind: str
+    concurrency: int
+
+    def ask(self, case: GoldenCase, k: int) -> TargetOutput:
+        """Retrieved list and answer for one case. Failures come back in ``error``, not raised."""
+
+    def close(self) -> None: ...
+
+
+DEFAULT_FIELDS = {"retrieved": "retrieved", "id": "id", "text": "text", "score": "score", "answer": "answer", "contexts": "contexts"}
+
+
+def get_path(obj: Any, dotted: str) -> Any:
+    """obj['a']['b'] for 'a.b'; None where a step is missing."""
+    for part in dotted.split("."):
+        if not isinstance(obj, dict) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
+def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS, latency_ms: float | None = None) -> TargetOutput:
+    """Turn one answer object (results line, HTTP body, function return) into a TargetOutput.
+
+    Raises ValueError with a sentence naming the field when the shape is wrong.
+    """
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    items = get_path(obj, fields["retrieved"])
+    if items is None:
+        raise ValueError(f"no {fields['retrieved']!r} field")
+    if not isinstance(items, list):
+        raise ValueError(f"{fields['retrieved']!r} must be a list, got {type(items).__name__}")
+    fid, ftext, fscore = fields["id"], fields["text"], fields["score"]
+    retrieved = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):  # a bare id is accepted
+            retrieved.append(RetrievedDoc(item))
+            continue
+        if not isinstance(item, dict):
+            raise ValueError(f"{fields['retrieved']}[{i}] must be an object with {fid!r}")
+        doc_id = item.get(fid) if "." not in fid else get_path(item, fid)
+        if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+            doc_id = str(doc_id)
+        if not isinstance(doc_id, str) or not doc_id:
+            raise ValueError(f"{fields['retrieved']}[{i}].{fid} must be a non-empty string")
+        text = item.get(ftext)
+        score = item.get(fscore)
+        retrieved.append(
+            RetrievedDoc(doc_id, text if isinstance(text, str) else None, float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None)
+        )
+    answer = get_path(obj, fields["answer"])
+    if answer is not None and not isinstance(answer, str):
+        raise ValueError(f"{fields['answer']!r} must be a string, got {type(answer).__name__}")
+    contexts = get_path(obj, fields["contexts"])
+    if contexts is None:
+        contexts = [d.text for d in retrieved if d.text]
+    elif not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
+        raise ValueError(f"{fields['contexts']!r} must be a list of strings")
+    usage = obj.get("usage")
+    return TargetOutput(
+        case_id=case_id, retrieved=retrieved, answer=answer, contexts=contexts, latency_ms=latency_ms,
+        usage=usage if isinstance(usage, dict) else None,
+    )
+
+
+def make_target(spec: Spec, cases: list[GoldenCase]) -> Target:
+    """The target the spec names (exactly one of results, http, python)."""
+    cfg = spec.target
+    if "results" in cfg:
+        from gate.targets.results import ResultsFileTarget
+
+        return ResultsFileTarget(spec.resolve(cfg["results"]), cases)
+    if "http" in cfg:
+        from gate.targets.http import HttpTarget
+
+        return HttpTarget(cfg["http"], secrets=spec.secrets)
+    from gate.targets.python import PythonTarget
+
+    return PythonTarget.from_spec(spec)

@@ -1,0 +1,143 @@
+"""Target: a RAG service over HTTP (DESIGN.md's default protocol, fields remappable).
+
+Each case is one POST. Connection errors, timeouts, 429 and 5xx are retried with
+exponential backoff (a Retry-After header is honoured, up to ``max_retry_after_s``).
+A case whose call still fails, or whose body is not the expected JSON, comes back with
+``error`` set; nothing is raised, nothing is scored as 0.
+"""
+
+from __future__ import annotations
+
+import copy
+import email.utils
+import json
+import threading
+import time
+from typing import Any
+
+import requests
+
+from gate.model import GoldenCase, TargetOutput
+from gate.redact import redact
+from gate.targets import DEFAULT_FIELDS, parse_output
+
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        obj = obj.setdefault(part, {})
+    obj[last] = value
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class HttpTarget:
+    kind = "http"
+
+    def __init__(self, cfg: dict[str, Any], secrets: list[str] | None = None, sleep: Any = time.sleep) -> None:
+        self.url: str = cfg["url"]
+        self.headers = {"Content-Type": "application/json", "User-Agent": "rag-gate", **cfg.get("headers", {})}
+        self.body: dict[str, Any] = cfg.get("body", {})
+        self.timeout = float(cfg.get("timeout_s", 30))
+        self.retries = int(cfg.get("retries", 3))
+        self.backoff = float(cfg.get("backoff_s", 0.5))
+        self.max_retry_after = float(cfg.get("max_retry_after_s", 60))
+        self.concurrency = int(cfg.get("concurrency", 8))
+        self.request_fields = {"question": "question", "k": "k", "contexts": "contexts", **cfg.get("request", {})}
+        self.response_fields = {**DEFAULT_FIELDS, **cfg.get("response", {})}
+        self.secrets = list(secrets or [])
+        self._sleep = sleep
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._lock = threading.Lock()
+
+    def _session(self) -> requests.Session:
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = requests.Session()
+            s.headers.update(self.headers)
+            self._local.session = s
+            with self._lock:
+                self._sessions.append(s)
+        return s
+
+    def build_body(self, question: str, *, k: int | None = None, contexts: list[str] | None = None) -> dict[str, Any]:
+        body = copy.deepcopy(self.body)
+        set_path(body, self.request_fields["question"], question)
+        if k is not None:
+            set_path(body, self.request_fields["k"], k)
+        if contexts is not None:
+            set_path(body, self.request_fields["contexts"], contexts)
+        return body
+
+    def post(self, body: dict[str, Any]) -> tuple[Any, float]:
+        """POST with retries. Returns (parsed JSON, latency ms of the whole call); raises RuntimeError with the reason."""
+        session = self._session()
+        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        start = time.perf_counter()
+        attempts = self.retries + 1
+        reason = ""
+        for attempt in range(attempts):
+            wait = self.backoff * (2**attempt)
+            try:
+                resp = session.post(self.url, data=data, timeout=self.timeout)
+            except requests.Timeout:
+                reason = f"timed out (timeout {self.timeout:g} s)"
+            except requests.ConnectionError as exc:
+                reason = f"connection failed: {_short(exc)}"
+            else:
+                if resp.status_code in RETRY_STATUS:
+                    reason = f"HTTP {resp.status_code}"
+                    after = retry_after_s(resp.headers.get("Retry-After"))
+                    if after is not None:
+                        if after > self.max_retry_after:
+                            raise RuntimeError(f"HTTP {resp.status_code} with Retry-After {after:.0f} s, above max_retry_after_s {self.max_retry_after:g}")
+                        wait = after
+                elif resp.status_code >= 400:
+                    raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:200]}")
+                else:
+                    try:
+                        return resp.json(), (time.perf_counter() - start) * 1000
+                    except ValueError:
+                        raise RuntimeError(f"malformed JSON in the response (HTTP {resp.status_code}): {resp.text[:80]!r}") from None
+            if attempt + 1 < attempts:
+                self._sleep(wait)
+        raise RuntimeError(f"{reason} after {attempts} attempt{'s' if attempts > 1 else ''}")
+
+    def ask(self, case: GoldenCase, k: int) -> TargetOutput:
+        start = time.perf_counter()
+        try:
+            obj, latency = self.post(self.build_body(case.question, k=k))
+            return parse_output(case.id, obj, self.response_fields, latency_ms=latency)
+        except (RuntimeError, ValueError) as exc:
+            return TargetOutput.failed(case.id, redact(str(exc), self.secrets), (time.perf_counter() - start) * 1000)
+
+    def close(self) -> None:
+        with self._lock:
+            for s in self._sessions:
+                s.close()
+            self._sessions.clear()
+
+
+def _short(exc: Exception) -> str:
+    """The innermost reason of a requests/urllib3 error, without the long wrapper chain."""
+    inner: BaseException = exc
+    while inner.__context__ is not None and inner.__context__ is not inner:
+        inner = inner.__context__
+    text = str(inner) or type(inner).__name__
+    return text if len(text) < 160 else text[:157] + "..."

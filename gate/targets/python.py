@@ -1,0 +1,71 @@
+"""Target: a Python function, "package.module:function", called as function(question, k)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gate.errors import InputError
+from gate.model import GoldenCase, TargetOutput
+from gate.targets import parse_output
+
+if TYPE_CHECKING:
+    from gate.spec import Spec
+
+
+def import_callable(ref: str, paths: list[str], error: Callable[[str], InputError]) -> Callable[..., Any]:
+    """Import "package.module:attr.attr" with ``paths`` in front of sys.path."""
+    module_name, _, attr = ref.partition(":")
+    for p in reversed(paths):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise error(f"cannot import {module_name!r}: {exc} (searched {', '.join(paths)} and the installed packages)") from None
+    except Exception as exc:  # the user's module failed while importing
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        raise error(f"importing {module_name!r} raised {type(exc).__name__}: {exc} ({last.filename}:{last.lineno})") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise error(f"{module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise error(f"{ref!r} is not callable")
+    return obj
+
+
+class PythonTarget:
+    kind = "python"
+
+    def __init__(self, function: Callable[..., Any], concurrency: int = 1) -> None:
+        self.function = function
+        self.concurrency = concurrency
+
+    @classmethod
+    def from_spec(cls, spec: Spec) -> PythonTarget:
+        cfg = spec.target["python"]
+        if isinstance(cfg, str):
+            cfg = {"function": cfg}
+        paths = [str(spec.resolve(p)) for p in cfg.get("path", ["."])]
+        fn = import_callable(cfg["function"], paths, lambda m: spec.error(m, "target", "python"))
+        return cls(fn, int(cfg.get("concurrency", 1)))
+
+    def ask(self, case: GoldenCase, k: int) -> TargetOutput:
+        start = time.perf_counter()
+        try:
+            result = self.function(case.question, k)
+        except Exception as exc:  # the user's code failed for this case: record it, go on
+            return TargetOutput.failed(case.id, f"{type(exc).__name__}: {exc}", (time.perf_counter() - start) * 1000)
+        latency = (time.perf_counter() - start) * 1000
+        try:
+            return parse_output(case.id, result, latency_ms=latency)
+        except ValueError as exc:
+            return TargetOutput.failed(case.id, f"unexpected return value: {exc}", latency)
+
+    def close(self) -> None:
+        pass

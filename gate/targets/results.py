@@ -1,0 +1,66 @@
+"""Target: a precomputed results file (JSONL) written by the user's own step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gate.errors import InputError, InputErrors
+from gate.golden import iter_jsonl
+from gate.model import GoldenCase, TargetOutput
+from gate.targets import parse_output
+
+
+class ResultsFileTarget:
+    """Answers from a JSONL file: one line per case, matched by ``id`` (or by ``question``)."""
+
+    kind = "results"
+    concurrency = 1
+
+    def __init__(self, path: Path, cases: list[GoldenCase]) -> None:
+        self.path = path
+        by_question = {c.question: c.id for c in cases}
+        known = {c.id for c in cases}
+        self.outputs: dict[str, TargetOutput] = {}
+        self.unmatched: list[int] = []  # lines that match no golden case
+        errors: list[InputError] = []
+        seen: dict[str, int] = {}
+        for lineno, row in iter_jsonl(path):
+            case_id = row.get("id") if isinstance(row, dict) else None
+            if case_id is None and isinstance(row, dict) and isinstance(row.get("question"), str):
+                case_id = by_question.get(row["question"])
+                if case_id is None:
+                    self.unmatched.append(lineno)
+                    continue
+            if not isinstance(case_id, str):
+                errors.append(InputError("each line needs an 'id' (string) or the 'question' of a golden case", file=str(path), line=lineno))
+                continue
+            if case_id not in known:
+                self.unmatched.append(lineno)
+                continue
+            if case_id in seen:
+                errors.append(InputError(f"second line for case {case_id!r} (first at line {seen[case_id]})", file=str(path), line=lineno))
+                continue
+            seen[case_id] = lineno
+            latency = row.get("latency_ms")
+            if latency is not None and (isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0):
+                errors.append(InputError(f"'latency_ms' must be a number >= 0, got {latency!r}", file=str(path), line=lineno))
+                continue
+            error = row.get("error")
+            if error:
+                self.outputs[case_id] = TargetOutput.failed(case_id, f"results file: {error}", latency)
+                continue
+            try:
+                self.outputs[case_id] = parse_output(case_id, row, latency_ms=latency)
+            except ValueError as exc:
+                errors.append(InputError(str(exc), file=str(path), line=lineno))
+        if errors:
+            raise errors[0] if len(errors) == 1 else InputErrors(errors)
+
+    def ask(self, case: GoldenCase, k: int) -> TargetOutput:
+        out = self.outputs.get(case.id)
+        if out is None:
+            return TargetOutput.failed(case.id, f"no line for this case in {self.path.name}")
+        return out
+
+    def close(self) -> None:
+        pass
