@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,26 +45,35 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _progress(enabled: bool) -> tuple[Any, Any, Any]:
-    """(on_start, on_done, close) callbacks drawing a progress bar on stderr."""
+    """(on_start, on_done, close) callbacks: a progress bar on a terminal, two plain lines in CI logs."""
     if not enabled:
         return None, None, lambda: None
-    from tqdm import tqdm
-
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {"done": 0, "errors": 0}
+    tty = sys.stderr.isatty()
 
     def on_start(total: int, kind: str) -> None:
-        tty = sys.stderr.isatty()
-        state["bar"] = tqdm(total=total, desc=f"asking the {kind} target", unit="case", file=sys.stderr,
-                            mininterval=0.1 if tty else 5.0, leave=tty, dynamic_ncols=True)
+        state["start"] = time.perf_counter()
+        if tty:
+            from tqdm import tqdm
+
+            state["bar"] = tqdm(total=total, desc=f"asking the {kind} target", unit="case", file=sys.stderr,
+                                leave=False, dynamic_ncols=True)
+        else:
+            print(f"rag-gate: asking the {kind} target for {total} cases", file=sys.stderr, flush=True)
 
     def on_done(out: Any) -> None:
-        bar = state.get("bar")
-        if bar is not None:
-            bar.update(1)
+        state["done"] += 1
+        state["errors"] += out.error is not None
+        if "bar" in state:
+            state["bar"].update(1)
 
     def close() -> None:
         if "bar" in state:
             state["bar"].close()
+        if "start" in state:
+            took = time.perf_counter() - state["start"]
+            print(f"rag-gate: {state['done']} cases answered in {took:.1f} s, {state['errors']} errored",
+                  file=sys.stderr, flush=True)
 
     return on_start, on_done, close
 

@@ -24,7 +24,7 @@ def fmt_value(metric: str, value: float | None) -> str:
 def fmt_delta(metric: str, delta: float | None) -> str:
     if delta is None:
         return "—"
-    if abs(delta) < 5e-5 and not is_ms(metric):
+    if abs(delta) < (0.05 if is_ms(metric) else 5e-5):
         return "±0"
     sign = "+" if delta > 0 else "−"
     return f"{sign}{abs(delta):.1f} ms" if is_ms(metric) else f"{sign}{abs(delta):.4f}"

@@ -29,6 +29,14 @@ def cell(text: Any, limit: int = 120) -> str:
     return _ISSUE_REF.sub("&#35;", s)
 
 
+def code(text: Any, limit: int = 60) -> str:
+    """Untrusted text as an inline code span inside a table cell (nothing inside is rendered)."""
+    s = " ".join(str(text).split()).replace("`", "'")
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return "`" + s.replace("|", "\\|") + "`"
+
+
 def _header(report: dict[str, Any]) -> list[str]:
     verdict = report["verdict"]
     counts = gate_counts(report)
@@ -49,7 +57,7 @@ def _header(report: dict[str, Any]) -> list[str]:
     if b.get("found"):
         when = (b.get("created_at") or "")[:10]
         commit = (b.get("commit") or "")[:7]
-        base = f"baseline `{cell(b.get('path', ''))}`" + (f" from {when}" if when else "") + (f" ({commit})" if commit else "")
+        base = f"baseline {code(b.get('path', ''), 120)}" + (f" from {when}" if when else "") + (f" ({commit})" if commit else "")
     else:
         base = "no baseline yet (max_drop gates skipped)"
     lines.append(f"Golden set: {g.get('n', 0)} cases ({by_type}) · target: {t.get('kind', '?')} · "
@@ -79,11 +87,9 @@ def _stage_table(name: str, stage: dict[str, Any]) -> list[str]:
     lines += ["| Metric | Baseline | This run | Δ | Gate | Status |", "|---|---:|---:|---:|---|:---:|"]
     for row in metric_rows(stage):
         status = STATUS_ICON.get(row["status"], "") if row["status"] else ""
-        title = f' title="{html.escape(row["reason"])}"' if row["reason"] else ""
-        status_cell = f"<span{title}>{status}</span>" if status and title else status
         lines.append(
             f"| `{row['metric']}` | {fmt_value(row['metric'], row['baseline'])} | {fmt_value(row['metric'], row['value'])} "
-            f"| {fmt_delta(row['metric'], row['delta'])} | {row['rule'] or '—'} | {status_cell} |"
+            f"| {fmt_delta(row['metric'], row['delta'])} | {row['rule'] or '—'} | {status} |"
         )
     lines.append("")
     failed = [g for g in stage.get("gates", []) if g["status"] in ("fail", "error")]
@@ -106,11 +112,11 @@ def _worse_cases(stage: dict[str, Any], max_cases: int) -> list[str]:
     for r in shown:
         drops = ", ".join(f"{m} {b:.2f}→{v:.2f}" for m, (b, v) in r["drops"].items())
         lost = "; ".join(
-            f"`{cell(x['id'], 60)}` {x['from']}→{x['to'] if x['to'] is not None else 'not retrieved'}"
+            f"{code(x['id'])} {x['from']}→{x['to'] if x['to'] is not None else 'not retrieved'}"
             + (f" (left top {k})" if x["left_top_k"] else "")
             for x in r["lost"]
         )
-        lines.append(f"| `{cell(r['id'], 40)}` | {cell(r['question'])} | {drops or '—'} | {lost or '—'} |")
+        lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {lost or '—'} |")
     return lines + ["", "</details>", ""]
 
 
@@ -120,7 +126,7 @@ def _errored_cases(stage: dict[str, Any], max_cases: int) -> list[str]:
         return []
     lines = [f"<details><summary>{len(errored)} case{'s' if len(errored) != 1 else ''} errored (left out of the averages)</summary>", "",
              "| Case | Error |", "|---|---|"]
-    lines += [f"| `{cell(s['id'], 40)}` | {cell(s['error'], 200)} |" for s in errored[:max_cases]]
+    lines += [f"| {code(s['id'], 40)} | {cell(s['error'], 200)} |" for s in errored[:max_cases]]
     if len(errored) > max_cases:
         lines.append(f"| … | {len(errored) - max_cases} more in report.json |")
     return lines + ["", "</details>", ""]
