@@ -23,7 +23,7 @@ def derive_id(question: str) -> str:
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for every non-blank line; InputError on bad JSON."""
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open(encoding="utf-8-sig")
     except FileNotFoundError:
         raise InputError("file not found", file=str(path)) from None
     except OSError as exc:
@@ -81,7 +81,7 @@ def parse_case(row: Any) -> GoldenCase | str:
         return str(exc)
     if ctype == "answerable" and not relevant:
         return "an answerable case needs a non-empty 'relevant_doc_ids' (or set type: out_of_scope)"
-    tags = row.get("tags", [])
+    tags = row.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         return "'tags' must be a list of strings"
     category = row.get("category")

@@ -55,7 +55,7 @@ def parse_metric(name: str) -> MetricName:
     """Parse a retrieval or health metric name; ValueError with a sentence if unknown."""
     if name in HEALTH_METRICS:
         return MetricName(name, name, None, higher_is_better=False)
-    m = _NAME.match(name)
+    m = _NAME.fullmatch(name)  # fullmatch: "$" alone would accept a trailing newline ("mrr\n")
     if not m or m.group(1) not in _RETRIEVAL_BASES:
         known = ", ".join([f"{b}@k" if _RETRIEVAL_BASES[b][0] else f"{b}[@k]" for b in _RETRIEVAL_BASES])
         raise ValueError(f"unknown metric {name!r}; retrieval metrics are {known}; health metrics are {', '.join(HEALTH_METRICS)}")

@@ -80,8 +80,7 @@ def _schema_message(error: jsonschema.ValidationError) -> tuple[Path_, str]:
                 return path, f"give exactly one of {', '.join(names)} (found {', '.join(present)})"
             return path, f"needs one of {', '.join(names)}"
         if error.context:
-            best = jsonschema.exceptions.best_match(error.context)
-            return _schema_message(best)
+            return _schema_message(_best_branch_error(error))
     if error.validator == "pattern" and path and path[-2:-1] == ("metrics",):
         return path, f"unknown metric {error.instance!r}; use hit_rate@k, mrr, recall@k, precision@k, ndcg@k, map, context_recall@k"
     if error.validator == "const":
@@ -89,6 +88,64 @@ def _schema_message(error: jsonschema.ValidationError) -> tuple[Path_, str]:
     if error.validator == "enum":
         return path, f"must be one of {', '.join(map(repr, error.validator_value))}, got {error.instance!r}"
     return path, error.message
+
+
+def _best_branch_error(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """The most useful error among a oneOf's branches.
+
+    A branch whose type the value does not even have explains nothing ("'3 percent' is not of
+    type 'number'" for a key that also takes "3%"), and jsonschema's best_match may pick it:
+    prefer the errors of the branches whose type matches.
+    """
+    fitting = [e for e in error.context if e.validator != "type" or e.relative_path]
+    return jsonschema.exceptions.best_match(fitting or error.context)
+
+
+def _has_env_ref(value: Any) -> bool:
+    """True for a string holding a ${NAME} to expand (not an escaped $${NAME})."""
+    return isinstance(value, str) and any(not m.group(1) for m in _ENV_REF.finditer(value))
+
+
+def _rule(error: jsonschema.ValidationError) -> str:
+    """The schema rule an error breaks, in words that never quote the value."""
+    v, vv = error.validator, error.validator_value
+    if v == "oneOf" and error.context:
+        return _rule(_best_branch_error(error))
+    if v == "pattern":
+        return f"it must match {vv!r}"
+    if v == "type":
+        return f"it must be of type {vv!r} (an environment variable gives a string)"
+    if v == "minLength":
+        return "it must not be empty"
+    if v == "enum":
+        return f"it must be one of {', '.join(map(repr, vv))}"
+    if v == "const":
+        return f"it must be {vv!r}"
+    return f"it breaks the schema's {v!r} rule"
+
+
+def _value_at(data: Any, path: Path_) -> Any:
+    """data[p0][p1]...; None where a step is missing."""
+    for part in path:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _expanded_errors(spec: Spec, validator: jsonschema.Draft202012Validator) -> list[InputError]:
+    """Schema errors of values that came from ${VARS}, checked after expansion, never showing the value."""
+    errors = []
+    for err in validator.iter_errors(spec.data):
+        at: Path_ = tuple(err.absolute_path)
+        raw = _value_at(spec.raw, at)
+        names = sorted({m.group(2) for m in _ENV_REF.finditer(raw) if not m.group(1)}) if isinstance(raw, str) else []
+        refs = ", ".join("${" + n + "}" for n in names) or "the environment"
+        errors.append(spec.error(f"the value from {refs} is invalid here: {_rule(err)} (the value is not shown)", *at))
+    return errors
 
 
 def _expand(value: Any, path: Path_, file: str, lines: dict[Path_, int], secrets: list[str], env: dict[str, str]) -> Any:
@@ -223,6 +280,8 @@ def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None) -
     validator = jsonschema.Draft202012Validator(config_schema())
     errors: list[InputError] = []
     for err in sorted(validator.iter_errors(raw), key=lambda e: line_of(lines, tuple(e.absolute_path)) or 0):
+        if _has_env_ref(err.instance):
+            continue  # a string holding ${NAME} is checked once expanded (the schema allows ${NAME} in any string)
         at, message = _schema_message(err)
         errors.append(InputError(message, file=file, line=line_of(lines, at), key=key_path(at)))
     if errors:
@@ -235,4 +294,7 @@ def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None) -
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)
     spec.data = _expand(data, (), file, lines, spec.secrets, dict(os.environ if env is None else env))
+    errors = _expanded_errors(spec, validator)
+    if errors:
+        raise errors[0] if len(errors) == 1 else InputErrors(errors)
     return spec
