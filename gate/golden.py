@@ -115,7 +115,8 @@ def load_golden_set(path: Path) -> list[GoldenCase]:
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)
     if not cases:
-        raise InputError("the golden set is empty", file=str(path), hint="add one JSON object a line: {\"question\": ..., \"relevant_doc_ids\": [...]}")
+        hint = 'add one JSON object a line: {"question": ..., "relevant_doc_ids": [...]}'
+        raise InputError("the golden set is empty", file=str(path), hint=hint)
     return cases
 
 

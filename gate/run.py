@@ -86,7 +86,9 @@ def worse_cases(
     return rows
 
 
-def _gates(stage_name: str, stage: dict[str, Any], gates: dict[str, Any], base_stage: dict[str, Any] | None, policy: str | None) -> list[GateDecision]:
+def _gates(
+    stage_name: str, stage: dict[str, Any], gates: dict[str, Any], base_stage: dict[str, Any] | None, policy: str | None
+) -> list[GateDecision]:
     base_metrics = (base_stage or {}).get("metrics", {})
     return [
         decide(stage_name, metric, gate, stage["metrics"].get(metric), base_metrics.get(metric), higher_is_better(metric), policy)

@@ -19,7 +19,8 @@ Behaviours (``Action``) are built with the helpers below and chosen per request 
 
 Actions: ``ok()`` (the normal answer), ``status(code, retry_after=None)`` (an error status,
 optionally with a ``Retry-After`` header), ``drop()`` (close the socket without any response,
-with a TCP reset), ``malformed()`` (HTTP 200 with a body that is not JSON), ``slow(seconds)``
+with a TCP reset), ``truncated()`` (HTTP 200 headers promising the whole body, half of it, then
+the TCP reset), ``malformed()`` (HTTP 200 with a body that is not JSON), ``slow(seconds)``
 (sleep, then answer normally: longer than the client's timeout makes the client give up),
 ``reply(obj, code=200)`` (any JSON body, e.g. a wrong shape). ``latency`` (seconds) is added
 before every request's action.
@@ -44,7 +45,7 @@ from typing import Any
 
 __all__ = [
     "Action", "Received", "RagServer", "drop", "fail_first", "free_port", "malformed", "ok", "reply",
-    "response", "slow", "status",
+    "response", "slow", "status", "truncated",
 ]
 
 
@@ -52,24 +53,30 @@ __all__ = [
 class Action:
     """What the server does with one request."""
 
-    kind: str  # ok | status | drop | malformed | slow | reply
+    kind: str  # ok | status | drop | truncated | malformed | slow | reply
     code: int = 200
     retry_after: str | None = None
     seconds: float = 0.0
     body: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def ok() -> Action:
     return Action("ok")
 
 
-def status(code: int, retry_after: float | str | None = None, body: Any = None) -> Action:
+def status(code: int, retry_after: float | str | None = None, body: Any = None,
+           headers: Mapping[str, str] | None = None) -> Action:
     ra = None if retry_after is None else (retry_after if isinstance(retry_after, str) else f"{retry_after:g}")
-    return Action("status", code=code, retry_after=ra, body=body)
+    return Action("status", code=code, retry_after=ra, body=body, headers=tuple((headers or {}).items()))
 
 
 def drop() -> Action:
     return Action("drop")
+
+
+def truncated() -> Action:
+    return Action("truncated")
 
 
 def malformed(text: str = '{"retrieved": [{"id": "d1", "text": "trunc') -> Action:
@@ -160,11 +167,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.owner._handle(self, raw)
 
     def _send(self, code: int, payload: bytes, headers: Mapping[str, str] | None = None,
-              content_type: str = "application/json") -> None:
+              content_type: str = "application/json", length: int | None = None) -> None:
         try:
             self.send_response(code)
             self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Content-Length", str(len(payload) if length is None else length))
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
             self.end_headers()
@@ -321,11 +328,18 @@ class RagServer:
         if action.kind == "drop":
             h._drop()
             return
+        if action.kind == "truncated":
+            payload = json.dumps(self.responses.get(req.question or "", {"retrieved": []})).encode("utf-8")
+            h._send(200, payload[: len(payload) // 2], {"X-Truncated": "yes"}, length=len(payload))
+            h._drop()
+            return
         if action.kind == "malformed":
             h._send(200, str(action.body).encode("utf-8"))
             return
         if action.kind == "status":
-            headers = {"Retry-After": action.retry_after} if action.retry_after is not None else {}
+            headers = dict(action.headers)
+            if action.retry_after is not None:
+                headers["Retry-After"] = action.retry_after
             payload = json.dumps(action.body if action.body is not None else {"error": f"status {action.code}"}).encode()
             h._send(action.code, payload, headers)
             return

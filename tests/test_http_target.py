@@ -24,10 +24,12 @@ from gate.targets.http import HttpTarget
 
 try:
     from tests.servers import (
-        RagServer, Received, drop, fail_first, free_port, malformed, reply, response, slow, status,
+        RagServer, Received, drop, fail_first, free_port, malformed, reply, response, slow, status, truncated,
     )
 except ImportError:  # tests/ itself on sys.path (pytest's rootdir-less import mode)
-    from servers import RagServer, Received, drop, fail_first, free_port, malformed, reply, response, slow, status  # type: ignore[no-redef]
+    from servers import (  # type: ignore[no-redef]
+        RagServer, Received, drop, fail_first, free_port, malformed, reply, response, slow, status, truncated,
+    )
 
 TOKEN = "tok-5ecr3t-9f8e7d6c5b4a"
 
@@ -301,6 +303,25 @@ def test_dropped_connection_once_then_succeeds() -> None:
     assert out.error is None and out.answer == "21 days."
 
 
+def test_connection_broken_mid_body_is_retried() -> None:
+    """Headers promise the whole body, half arrives, then a reset: a connection failure like any other."""
+    sleeps = Sleeps()
+    with RagServer({Q: OK_BODY}, script={Q: fail_first(1, truncated())}) as srv:
+        out = target(srv, sleeps).ask(case(Q), k=5)  # must not raise: failures come back in ``error``
+        assert srv.attempts(Q) == 2
+        assert [r.action for r in srv.requests] == ["truncated", "ok"]
+    assert out.error is None and out.answer == "21 days."
+    assert sleeps.calls == [0.5]
+
+
+def test_connection_broken_mid_body_every_time_errors_as_connection() -> None:
+    with RagServer({Q: OK_BODY}, script={Q: truncated()}) as srv:
+        out = target(srv, retries=1, backoff_s=0).ask(case(Q), k=5)
+        assert srv.attempts(Q) == 2
+    assert out.error is not None
+    assert out.error.startswith("connection failed") and out.error.endswith("after 2 attempts"), out.error
+
+
 def test_slow_beyond_timeout_errors_as_timed_out() -> None:
     sleeps = Sleeps()
     with RagServer({Q: OK_BODY}, script={Q: slow(30)}) as srv:
@@ -335,6 +356,16 @@ def test_client_errors_are_not_retried(code: int) -> None:
         assert srv.attempts(Q) == 1
     assert sleeps.calls == []
     assert out.error is not None and out.error.startswith(f"HTTP {code}") and "nope" in out.error
+
+
+def test_redirect_loop_is_an_error_not_an_exception() -> None:
+    """Any other failure of the HTTP client (here: too many redirects) comes back in ``error``."""
+    sleeps = Sleeps()
+    with RagServer({Q: OK_BODY}, script={Q: status(307, headers={"Location": "/"})}) as srv:
+        out = target(srv, sleeps).ask(case(Q), k=5)
+        assert srv.attempts(Q) > 1  # 307 re-sends the POST body, so every hop carried the question
+    assert sleeps.calls == []  # not retried
+    assert out.error is not None and "TooManyRedirects" in out.error, out.error
 
 
 def test_unknown_question_gets_the_servers_404() -> None:
@@ -418,6 +449,8 @@ def _mixed_fault_plan() -> tuple[list[dict[str, Any]], dict[str, Any], dict[str,
             script[q], expect[cid] = fail_first(1, status(500)), ("scored", 2)
         elif i == 27:
             script[q], expect[cid] = reply({"retrieved": "nope"}), ("'retrieved' must be a list", 1)
+        elif i == 28:
+            script[q], expect[cid] = fail_first(1, truncated()), ("scored", 2)
         else:
             expect[cid] = ("scored", 1)
     return cases, responses, script, expect

@@ -13,7 +13,7 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[s
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
 
     return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
 

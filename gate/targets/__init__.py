@@ -67,9 +67,9 @@ def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS
             raise ValueError(f"{fields['retrieved']}[{i}].{fid} must be a non-empty string")
         text = item.get(ftext)
         score = item.get(fscore)
-        retrieved.append(
-            RetrievedDoc(doc_id, text if isinstance(text, str) else None, float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None)
-        )
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            score = None
+        retrieved.append(RetrievedDoc(doc_id, text if isinstance(text, str) else None, None if score is None else float(score)))
     answer = get_path(obj, fields["answer"])
     if answer is not None and not isinstance(answer, str):
         raise ValueError(f"{fields['answer']!r} must be a string, got {type(answer).__name__}")

@@ -98,15 +98,20 @@ class HttpTarget:
                 resp = session.post(self.url, data=data, timeout=self.timeout)
             except requests.Timeout:
                 reason = f"timed out (timeout {self.timeout:g} s)"
-            except requests.ConnectionError as exc:
+            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+                # ChunkedEncodingError: the connection broke while the body was being read
                 reason = f"connection failed: {_short(exc)}"
+            except requests.RequestException as exc:  # anything else requests raises: an error, not retried
+                raise RuntimeError(f"request failed: {type(exc).__name__}: {_short(exc)}") from None
             else:
                 if resp.status_code in RETRY_STATUS:
                     reason = f"HTTP {resp.status_code}"
                     after = retry_after_s(resp.headers.get("Retry-After"))
                     if after is not None:
                         if after > self.max_retry_after:
-                            raise RuntimeError(f"HTTP {resp.status_code} with Retry-After {after:.0f} s, above max_retry_after_s {self.max_retry_after:g}")
+                            raise RuntimeError(
+                                f"HTTP {resp.status_code} with Retry-After {after:.0f} s, above max_retry_after_s {self.max_retry_after:g}"
+                            )
                         wait = after
                 elif resp.status_code >= 400:
                     raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:200]}")

@@ -24,25 +24,25 @@ __all__ = ["QuickragServer", "handle_payload", "serve"]
 MAX_BODY_BYTES = 1_000_000
 
 
-class BadRequest(ValueError):
+class BadRequestError(ValueError):
     """The request body is not a valid quickrag request; the message says why."""
 
 
 def handle_payload(payload: Any) -> dict[str, Any]:
-    """Dispatch one decoded request body to the right function; raise ``BadRequest``."""
+    """Dispatch one decoded request body to the right function; raise ``BadRequestError``."""
     if not isinstance(payload, dict):
-        raise BadRequest("the body must be a JSON object")
+        raise BadRequestError("the body must be a JSON object")
     question = payload.get("question")
     if not isinstance(question, str) or not question.strip():
-        raise BadRequest("'question' is required and must be a non-empty string")
+        raise BadRequestError("'question' is required and must be a non-empty string")
     if "contexts" in payload:
         contexts = payload["contexts"]
         if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
-            raise BadRequest("'contexts' must be a list of strings")
+            raise BadRequestError("'contexts' must be a list of strings")
         return answer_from_contexts(question, contexts)
     k = payload.get("k", 5)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise BadRequest("'k' must be a positive integer")
+        raise BadRequestError("'k' must be a positive integer")
     return answer(question, k)
 
 
@@ -77,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             self._send(HTTPStatus.OK, handle_payload(payload))
-        except BadRequest as exc:
+        except BadRequestError as exc:
             self._send(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
         except Exception as exc:  # the service must answer, not drop the connection
             self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(exc).__name__}: {exc}"})
@@ -105,7 +105,7 @@ class QuickragServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         """``http://HOST:PORT`` with the port actually bound."""
-        host, port = self.server_address[:2]
+        host, port = self.socket.getsockname()[:2]
         shown = f"[{host}]" if self.address_family == socket.AF_INET6 else host
         return f"http://{shown}:{port}"
 
