@@ -6,9 +6,12 @@
 
 from __future__ import annotations
 
+import gc
+from collections import Counter
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -103,6 +106,7 @@ def evaluate(
     baseline: dict[str, Any] | None,
     *,
     target_kind: str,
+    target_notes: Sequence[str] = (),
     duration_s: float | None = None,
 ) -> dict[str, Any]:
     """The report for one run. Pure: no I/O."""
@@ -136,8 +140,11 @@ def evaluate(
     max_error_rate = float(spec.data["max_error_rate"])
     run_errors = []
     if error_rate > max_error_rate + 1e-12:
+        reasons = Counter(o.error for o in outputs.values() if o.error is not None)
+        top, count = reasons.most_common(1)[0]
         run_errors.append(
-            f"{errors} of {calls} target calls failed (error rate {error_rate:.1%}, above max_error_rate {max_error_rate:.1%})"
+            f"{errors} of {calls} target calls failed (error rate {error_rate:.1%}, above max_error_rate {max_error_rate:.1%}); "
+            f"most common: {top} ({count} case{'s' if count != 1 else ''})"
         )
     for name, stage in stages.items():
         if stage["status"] == "error":
@@ -168,7 +175,7 @@ def evaluate(
             "by_tag": {t: len(ids) for t, ids in case_groups["tag"].items()},
         },
         "target": {"kind": target_kind, "k": spec.target_k, "calls": calls, "errors": errors,
-                   "error_rate": error_rate, "max_error_rate": max_error_rate},
+                   "error_rate": error_rate, "max_error_rate": max_error_rate, "notes": list(target_notes)},
         "baseline": {
             "path": str(spec.baseline_path),
             "found": baseline is not None,
@@ -192,16 +199,32 @@ def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
     """Load, ask, evaluate. Raises InputError (exit 2) for bad input; everything else is in the report."""
     started = time.perf_counter()
     spec = load_spec(config)
-    cases = load_golden_set(spec.golden_set_path)
-    baseline = load_baseline(spec.baseline_path)
-    target = make_target(spec, cases)
+    with gc_paused():  # millions of small, acyclic JSON objects: the cyclic GC would only rescan them
+        cases = load_golden_set(spec.golden_set_path)
+        baseline = load_baseline(spec.baseline_path)
+        target = make_target(spec, cases)
+        try:
+            if on_start:
+                on_start(len(cases), target.kind)
+            outputs = collect_outputs(target, cases, spec.target_k, on_done)
+        finally:
+            target.close()
+        unmatched = getattr(target, "unmatched", [])
+        notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
+        return evaluate(spec, cases, outputs, baseline, target_kind=target.kind, target_notes=notes,
+                        duration_s=time.perf_counter() - started)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (reference counting still frees memory)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
-        if on_start:
-            on_start(len(cases), target.kind)
-        outputs = collect_outputs(target, cases, spec.target_k, on_done)
+        yield
     finally:
-        target.close()
-    return evaluate(spec, cases, outputs, baseline, target_kind=target.kind, duration_s=time.perf_counter() - started)
+        if was_enabled:
+            gc.enable()
 
 
 __all__ = ["run", "evaluate", "collect_outputs", "worse_cases", "HEALTH_METRICS"]

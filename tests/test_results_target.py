@@ -99,6 +99,7 @@ def test_missing_line_through_the_cli_exits_3(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert report["verdict"] == "error" and "2 of 4" in report["errors"][0]
+    assert "most common: no line for this case in results.jsonl (2 cases)" in report["errors"][0]
     errored = {s["id"]: s["error"] for s in report["stages"]["retrieval"]["samples"] if s["error"]}
     assert set(errored) == {"c3", "c4"} and all("no line" in e for e in errored.values())
     assert "Traceback" not in proc.stderr
@@ -139,6 +140,7 @@ def test_lines_for_unknown_cases_are_ignored_and_counted(tmp_path: Path) -> None
     assert set(samples(report)) == {"c1", "c2", "c3", "c4"}
     assert report["stages"]["retrieval"]["n"] == 4
     assert report["target"]["errors"] == 0
+    assert report["target"]["notes"] == ["2 lines of the results file match no golden case (first at line 2)"]
 
     target = ResultsFileTarget(tmp_path / "results.jsonl", load_golden_set(tmp_path / "golden.jsonl"))
     assert target.unmatched == [2, 5]

@@ -49,6 +49,8 @@ def render_console(report: dict[str, Any]) -> str:
         out.append(f"warning: the baseline was made from a different {', '.join(b['mismatch'])} (on_mismatch: {b.get('on_mismatch')})")
     elif not b.get("found"):
         out.append(f"note: no baseline at {b.get('path')}; max_drop gates skipped (create one with `rag-gate baseline update`)")
+    for note in report.get("target", {}).get("notes", []):
+        out.append(f"note: {note}")
     for err in report.get("errors", []):
         out.append(f"error: {err}")
     c = gate_counts(report)

@@ -53,23 +53,27 @@ def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS
     if not isinstance(items, list):
         raise ValueError(f"{fields['retrieved']!r} must be a list, got {type(items).__name__}")
     fid, ftext, fscore = fields["id"], fields["text"], fields["score"]
-    retrieved = []
-    for i, item in enumerate(items):
-        if isinstance(item, str):  # a bare id is accepted
-            retrieved.append(RetrievedDoc(item))
+    nested_id = "." in fid
+    retrieved: list[RetrievedDoc] = []
+    append = retrieved.append
+    for i, item in enumerate(items):  # hot loop (10,000 cases x 20 passages): type() checks, no isinstance chains
+        if type(item) is str:  # a bare id is accepted
+            append(RetrievedDoc(item))
             continue
-        if not isinstance(item, dict):
+        if type(item) is not dict:
             raise ValueError(f"{fields['retrieved']}[{i}] must be an object with {fid!r}")
-        doc_id = item.get(fid) if "." not in fid else get_path(item, fid)
-        if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+        doc_id = get_path(item, fid) if nested_id else item.get(fid)
+        if type(doc_id) is not str or not doc_id:
+            if type(doc_id) is not int:
+                raise ValueError(f"{fields['retrieved']}[{i}].{fid} must be a non-empty string")
             doc_id = str(doc_id)
-        if not isinstance(doc_id, str) or not doc_id:
-            raise ValueError(f"{fields['retrieved']}[{i}].{fid} must be a non-empty string")
         text = item.get(ftext)
         score = item.get(fscore)
-        if isinstance(score, bool) or not isinstance(score, (int, float)):
-            score = None
-        retrieved.append(RetrievedDoc(doc_id, text if isinstance(text, str) else None, None if score is None else float(score)))
+        append(RetrievedDoc(
+            doc_id,
+            text if type(text) is str else None,
+            score if type(score) is float else float(score) if type(score) is int else None,
+        ))
     answer = get_path(obj, fields["answer"])
     if answer is not None and not isinstance(answer, str):
         raise ValueError(f"{fields['answer']!r} must be a string, got {type(answer).__name__}")
