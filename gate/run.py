@@ -7,12 +7,12 @@
 from __future__ import annotations
 
 import gc
-from collections import Counter
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
