@@ -132,6 +132,21 @@ def _errored_cases(stage: dict[str, Any], max_cases: int) -> list[str]:
     return lines + ["", "</details>", ""]
 
 
+def _breakdown(stage: dict[str, Any]) -> list[str]:
+    """Collapsible table of the stage's metrics per category and per tag."""
+    groups = stage.get("breakdown", {})
+    if not groups:
+        return []
+    names = [m for m in stage.get("metrics", {}) if not m.endswith("_ms") and m != "error_rate"][:6]
+    lines = ["<details><summary>By category and tag</summary>", "",
+             "| Group | Cases | " + " | ".join(f"`{m}`" for m in names) + " |", "|---|---:|" + "---:|" * len(names)]
+    for dimension, rows in groups.items():
+        for group, row in rows.items():
+            values = " | ".join(fmt_value(m, row["metrics"].get(m)) for m in names)
+            lines.append(f"| {dimension}: {code(group, 40)} | {row['n']} | {values} |")
+    return lines + ["", "</details>", ""]
+
+
 def render_comment(report: dict[str, Any]) -> str:
     """The whole PR comment body: marker, verdict, one table per stage, collapsible details."""
     run = report.get("run", {})
@@ -140,6 +155,7 @@ def render_comment(report: dict[str, Any]) -> str:
     for name, stage in ordered_stages(report):
         lines += _stage_table(name, stage)
         lines += _worse_cases(stage, max_cases)
+        lines += _breakdown(stage)
         lines += _errored_cases(stage, max_cases)
     tool = report.get("tool", {})
     lines.append(f"<sub>rag-gate {tool.get('version', '')} · report schema {report.get('schema_version')}</sub>")
