@@ -1,0 +1,81 @@
+"""Judges: engines that score one (question, answer, contexts, reference) for one metric.
+
+    ragas      gate.judges.ragas_engine.RagasEngine        LLM metrics through ragas.metrics.collections
+    deepeval   gate.judges.deepeval_engine.DeepEvalEngine  LLM metrics through deepeval.metrics (+ GEval criteria)
+    offline    gate.judges.offline.OfflineEngine           exact_match, token_f1, rouge_l: no model at all
+
+Every LLM call of a run goes through one ``JudgeClient`` (gate.judges.client): one
+AsyncOpenAI client, one concurrency limit, one call/token/cost counter, one budget.
+Scores are cached by content (gate.judges.cache). Nothing here is imported by a
+retrieval-only run: ragas and deepeval are imported only when an engine is built.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeInput:
+    """What one metric judges for one case."""
+
+    question: str
+    answer: str
+    contexts: tuple[str, ...] = ()
+    reference: str | None = None  # the golden case's ground_truth
+
+
+class JudgeError(Exception):
+    """A metric could not be computed for one case; the message is the reason shown to the user."""
+
+
+class JudgeBudgetExceeded(JudgeError):
+    """max_judge_calls was reached: the run stops with a clear message (exit 3)."""
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """The spec's ``judge:`` block, resolved (api_key read from the environment variable it names)."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    temperature: float = 0.0
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    concurrency: int = 16
+    embeddings_model: str | None = None
+    max_judge_calls: int | None = None
+    prices: dict[str, float] = field(default_factory=dict)  # input_per_million, output_per_million
+
+
+class Engine(Protocol):
+    name: str  # "ragas" | "deepeval" | "offline"
+    version: str  # library version: part of every cache key
+
+    def metrics(self) -> set[str]:
+        """Metric names this engine computes (report names, without the engine prefix)."""
+
+    def needs(self, metric: str) -> set[str]:
+        """Inputs the metric requires besides question and answer: a subset of {"contexts", "reference"}."""
+
+    def prompt_fingerprint(self, metric: str) -> str:
+        """Text that changes when the metric's prompt or criteria change (hashed into the cache key)."""
+
+    async def score(self, metric: str, item: JudgeInput) -> float:
+        """The score in [0, 1]. Raises JudgeError with the reason when it cannot be computed."""
+
+    async def aclose(self) -> None: ...
+
+
+def telemetry_off() -> None:
+    """Turn off ragas's and deepeval's telemetry unless the user turned it on themselves.
+
+    ragas honours only the string "true" (NOTES-judges.md); deepeval takes DEEPEVAL_TELEMETRY_OPT_OUT.
+    """
+    if os.environ.get("RAG_GATE_JUDGE_TELEMETRY", "").lower() not in ("1", "true", "yes"):
+        os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+        os.environ["DEEPEVAL_TELEMETRY_OPT_OUT"] = "1"
+        os.environ.setdefault("DEEPEVAL_UPDATE_WARNING_OPT_IN", "0")
