@@ -26,7 +26,7 @@ def baseline_from_report(report: dict[str, Any]) -> dict[str, Any]:
             continue
         samples = {}
         for s in stage.get("samples", []):
-            if s.get("error") is None:
+            if s.get("metrics"):  # judge stages keep the scores a case has even when another metric errored
                 entry: dict[str, Any] = {"metrics": s.get("metrics", {})}
                 if "relevant_ranks" in s:
                     entry["relevant_ranks"] = s["relevant_ranks"]

@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--junit", metavar="PATH", help="write JUnit XML (one test case per gate) here")
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     run.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
+    run.add_argument("--no-cache", action="store_true", help="judge every case again, ignoring and not writing the judge cache")
 
     val = sub.add_parser("validate", help="check the spec and the golden set without running anything")
     val.add_argument("--config", default="rag-eval.yml", help="the spec file (default: rag-eval.yml)")
@@ -41,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     upd.add_argument("--report", required=True, metavar="PATH", help="report.json of the run to take as the baseline")
     upd.add_argument("--output", metavar="PATH", help="where to write it (default: baseline.path of the spec)")
     upd.add_argument("--force", action="store_true", help="accept a report whose verdict is 'error'")
+
+    hist = sub.add_parser("history", help="the history of default-branch runs (for trend gates)")
+    hist_sub = hist.add_subparsers(dest="action", required=True, metavar="ACTION")
+    rec = hist_sub.add_parser("record", help="append a run's report to the history file")
+    rec.add_argument("--config", default="rag-eval.yml", help="the spec file (default: rag-eval.yml)")
+    rec.add_argument("--report", required=True, metavar="PATH", help="report.json of a default-branch run")
+    rec.add_argument("--branch", help="branch the run was on (default: GITHUB_REF_NAME)")
     return p
 
 
@@ -92,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     on_start, on_done, close = _progress(not args.no_progress and not args.quiet)
     try:
-        report = run(args.config, on_start=on_start, on_done=on_done)
+        report = run(args.config, on_start=on_start, on_done=on_done, use_cache=not args.no_cache)
     finally:
         close()
     if args.report:
@@ -138,13 +146,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
-def cmd_baseline_update(args: argparse.Namespace) -> int:
-    from gate.baseline import baseline_from_report
-    from gate.output import write_text
-    from gate.spec import load_spec
-
-    spec = load_spec(args.config)
-    path = Path(args.report)
+def _read_report(path: Path, *, allow_error: bool) -> dict[str, Any]:
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -153,14 +155,39 @@ def cmd_baseline_update(args: argparse.Namespace) -> int:
         raise InputError(f"invalid JSON: {exc.msg}", file=str(path), line=exc.lineno) from None
     if not isinstance(report, dict) or not isinstance(report.get("stages"), dict) or "verdict" not in report:
         raise InputError("not a rag-gate report (needs 'verdict' and 'stages')", file=str(path))
-    if report["verdict"] == "error" and not args.force:
-        raise InputError("the report's verdict is 'error' (the run did not complete); refusing to make it the baseline",
+    if report["verdict"] == "error" and not allow_error:
+        raise InputError("the report's verdict is 'error' (the run did not complete); refusing to record it",
                          file=str(path), key="verdict", hint="fix the run, or pass --force")
+    return report
+
+
+def cmd_baseline_update(args: argparse.Namespace) -> int:
+    from gate.baseline import baseline_from_report
+    from gate.output import write_text
+    from gate.spec import load_spec
+
+    spec = load_spec(args.config)
+    path = Path(args.report)
+    report = _read_report(path, allow_error=args.force)
     out = Path(args.output) if args.output else spec.baseline_path
     baseline = baseline_from_report(report)
     write_text(out, json.dumps(baseline, indent=2, ensure_ascii=False, sort_keys=True) + "\n", what="baseline")
     metrics = sum(len(s["metrics"]) for s in baseline["stages"].values())
     print(f"wrote {out}: {metrics} metrics from {len(baseline['stages'])} stage(s) of {path}")
+    return EXIT_PASS
+
+
+def cmd_history_record(args: argparse.Namespace) -> int:
+    from gate.history import LocalHistoryStore, current_branch, entry_from_report
+    from gate.spec import load_spec
+
+    spec = load_spec(args.config)
+    path = Path(args.report)
+    report = _read_report(path, allow_error=False)
+    store = LocalHistoryStore(spec.history_path, int(spec.data["history"]["max_entries"]))
+    entry = entry_from_report(report, branch=args.branch or current_branch())
+    store.append(entry)
+    print(f"recorded {path} in {spec.history_path} ({len(store.read())} entries)")
     return EXIT_PASS
 
 
@@ -171,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "validate":
             return cmd_validate(args)
+        if args.command == "history":
+            return cmd_history_record(args)
         return cmd_baseline_update(args)
     except RagGateError as exc:
         print(f"rag-gate: {exc.message}", file=sys.stderr)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gate.stats import PairedResult
+
 EPS = 1e-9  # float noise allowed at a threshold: 0.88 >= 0.88 must hold after any arithmetic
 
 # How to treat max_drop when the baseline's fingerprints differ from this run's.
@@ -37,7 +39,15 @@ class GateDecision:
 
     @property
     def rule(self) -> str:
-        return ", ".join(f"{c.kind} {c.limit}" for c in self.checks) or "-"
+        return ", ".join(f"{c.kind} {c.limit}" for c in self.checks if c.kind != "value") or "-"
+
+    @property
+    def method(self) -> str:
+        """Which test decided the relative checks: 'paired bootstrap' or 'difference of means'."""
+        rel = [c for c in self.checks if c.kind in ("max_drop", "trend") and c.status != "skipped"]
+        if not rel:
+            return ""
+        return "paired bootstrap" if any(c.detail.startswith("paired test") for c in rel) else "difference of means"
 
     @property
     def reason(self) -> str:
@@ -48,6 +58,7 @@ class GateDecision:
         d = asdict(self)
         d["rule"] = self.rule
         d["reason"] = self.reason
+        d["method"] = self.method
         return d
 
 
@@ -62,20 +73,70 @@ def fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
+@dataclass(frozen=True)
+class Reference:
+    """What a relative check compares with: a plain value, and per-case evidence when there is some.
+
+    ``value`` is the baseline value (for max_drop) or the mean of the history window (for
+    trend); ``paired`` is the paired test of this run's per-case scores against the
+    reference's per-case scores, when both sides have them.
+    """
+
+    value: float | None
+    paired: PairedResult | None = None
+    runs: int = 1  # history entries behind ``value`` (trend)
+
+
+DEFAULT_CONFIDENCE = 0.99
+
+
+def _relative_check(
+    kind: str, limit: float | str, value: float, ref: Reference, higher_is_better: bool, confidence: float, against: str
+) -> Check:
+    assert ref.value is not None
+    allowed = allowed_drop(limit, ref.value)
+    word = "drop" if higher_is_better else "rise"
+    limit_text = f"{limit} = {fmt(allowed)}" if isinstance(limit, str) else f"{limit}"
+    if ref.paired is not None and ref.paired.n > 0:
+        p = ref.paired
+        significant = p.significant(confidence)
+        bad = p.mean_drop > allowed + EPS and significant
+        detail = (
+            f"paired test over {p.n} cases vs {against}: mean per-case {word} {fmt(max(p.mean_drop, 0.0))} "
+            f"({'above' if p.mean_drop > allowed + EPS else 'within'} {limit_text}), p = {p.p_value:.3g} "
+            f"({'significant' if significant else 'not significant'} at {confidence:g})"
+        )
+        return Check(kind, limit, "fail" if bad else "pass", detail)
+    worse = (ref.value - value) if higher_is_better else (value - ref.value)
+    ok = worse <= allowed + EPS
+    detail = f"{word} {fmt(max(worse, 0.0))} vs {against} {fmt(ref.value)} ({'within' if ok else 'above'} {limit_text})"
+    return Check(kind, limit, "pass" if ok else "fail", detail)
+
+
 def decide(
     stage: str,
     metric: str,
     gate: dict[str, Any],
     value: float | None,
-    baseline: float | None,
+    baseline: float | Reference | None,
     higher_is_better: bool = True,
     mismatch: str | None = None,
+    trend: Reference | None = None,
 ) -> GateDecision:
-    """Decide one gate. ``mismatch`` is the baseline policy when fingerprints differ (warn/skip/fail), else None."""
-    delta = None if value is None or baseline is None else value - baseline
+    """Decide one gate.
+
+    ``baseline`` is the baseline's value (or a Reference with per-case evidence), ``trend`` the
+    history window's mean (and evidence); ``mismatch`` is the baseline policy when
+    fingerprints differ (warn/skip/fail), else None. With per-case evidence a relative check
+    fails only when the mean per-case drop is above the limit AND the paired test is
+    significant at ``gate["confidence"]`` (default 0.99).
+    """
+    base = baseline if isinstance(baseline, Reference) else Reference(baseline)
+    delta = None if value is None or base.value is None else value - base.value
     if value is None:
         check = Check("value", "-", "error", "metric was not computed (every case errored or none applies)")
-        return GateDecision(stage, metric, "error", None, baseline, None, higher_is_better, [check])
+        return GateDecision(stage, metric, "error", None, base.value, None, higher_is_better, [check])
+    confidence = float(gate.get("confidence", DEFAULT_CONFIDENCE))
     checks: list[Check] = []
     if "min" in gate:
         ok = value >= gate["min"] - EPS
@@ -85,23 +146,25 @@ def decide(
         checks.append(Check("max", gate["max"], "pass" if ok else "fail", f"{fmt(value)} {'<=' if ok else '>'} max {fmt(gate['max'])}"))
     if "max_drop" in gate:
         limit = gate["max_drop"]
-        if baseline is None:
+        if base.value is None:
             checks.append(Check("max_drop", limit, "skipped", "no baseline value to compare with"))
         elif mismatch == "skip":
             checks.append(Check("max_drop", limit, "skipped", "baseline made from a different golden set or spec"))
         elif mismatch == "fail":
             checks.append(Check("max_drop", limit, "fail", "baseline made from a different golden set or spec"))
         else:
-            worse = (baseline - value) if higher_is_better else (value - baseline)
-            allowed = allowed_drop(limit, baseline)
-            ok = worse <= allowed + EPS
-            word = "drop" if higher_is_better else "rise"
-            detail = f"{word} {fmt(max(worse, 0.0))} vs baseline {fmt(baseline)} ({'within' if ok else 'above'} {limit}"
-            detail += f" = {fmt(allowed)})" if isinstance(limit, str) else ")"
-            checks.append(Check("max_drop", limit, "pass" if ok else "fail", detail))
+            checks.append(_relative_check("max_drop", limit, value, base, higher_is_better, confidence, "baseline"))
+    if "trend" in gate:
+        spec = gate["trend"]
+        limit = spec["max_drop"]
+        if trend is None or trend.value is None:
+            checks.append(Check("trend", limit, "skipped", "no history entries to compare with yet"))
+        else:
+            against = f"mean of last {trend.runs} run{'s' if trend.runs != 1 else ''}"
+            checks.append(_relative_check("trend", limit, value, trend, higher_is_better, confidence, against))
     statuses = {c.status for c in checks}
     status = "fail" if "fail" in statuses else "pass" if "pass" in statuses else "skipped"
-    return GateDecision(stage, metric, status, value, baseline, delta, higher_is_better, checks)
+    return GateDecision(stage, metric, status, value, base.value, delta, higher_is_better, checks)
 
 
 def stage_status(decisions: list[GateDecision]) -> str:

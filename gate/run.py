@@ -10,7 +10,7 @@ import gc
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -21,7 +21,10 @@ from gate.baseline import load_baseline, mismatched
 from gate.errors import EXIT_ERROR, EXIT_FAIL, EXIT_PASS
 from gate.gates import GateDecision, decide, stage_status
 from gate.golden import fingerprint as golden_fingerprint
+from gate.compare import recall_trap
 from gate.golden import groups, load_golden_set
+from gate.history import LocalHistoryStore, window
+from gate.judged import finish_judged_stage
 from gate.metrics import HEALTH_METRICS, higher_is_better
 from gate.model import GoldenCase, TargetOutput
 from gate.retrieval import retrieval_stage
@@ -30,7 +33,6 @@ from gate.targets import Target, make_target
 
 SCHEMA_VERSION = 1
 LATER_STAGES = {
-    "generation": "the generation stage (LLM-judge metrics) is not available in this version of rag-gate",
     "robustness": "the robustness stage (noise sensitivity, answer rejection) is not available in this version of rag-gate",
 }
 
@@ -108,8 +110,14 @@ def evaluate(
     target_kind: str,
     target_notes: Sequence[str] = (),
     duration_s: float | None = None,
+    judged: Mapping[str, dict[str, Any]] | None = None,
+    history: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The report for one run. Pure: no I/O."""
+    """The report for one run. Pure: no I/O.
+
+    ``judged`` holds the judge stages already run (generation, robustness), without gates;
+    ``history`` the usable history entries, oldest first.
+    """
     fingerprints = {"golden_set": golden_fingerprint(cases), "spec": spec.fingerprint(), "k": f"k={spec.target_k}"}
     mismatch = mismatched(baseline, fingerprints) if baseline else []
     policy = spec.data["baseline"]["on_mismatch"] if mismatch else None
@@ -130,9 +138,19 @@ def evaluate(
         stages["retrieval"] = {"status": stage.pop("status"), **stage}
     else:
         stages["retrieval"] = {"status": "skipped", "reason": "not configured in the spec", "metrics": {}, "gates": [], "samples": []}
+    questions = {c.id: c.question for c in cases}
+    warnings: list[str] = []
+    for name, stage in (judged or {}).items():
+        base_stage = (baseline or {}).get("stages", {}).get(name)
+        gates_cfg = spec.data["stages"].get(name, {}).get("gates", {})
+        stages[name] = finish_judged_stage(name, stage, gates_cfg, base_stage, history, policy, stages.get("retrieval"), questions)
     for name, reason in LATER_STAGES.items():
-        if name in spec.data["stages"]:
+        if name in spec.data["stages"] and name not in stages:
             stages[name] = {"status": "skipped", "reason": reason, "metrics": {}, "gates": [], "samples": []}
+    trap = _trap(stages, baseline, history)
+    if trap:
+        warnings.append(trap)
+        stages["generation"].setdefault("warnings", []).append(trap)
 
     calls = len(cases)
     errors = sum(1 for o in outputs.values() if o.error is not None)
@@ -149,6 +167,14 @@ def evaluate(
     for name, stage in stages.items():
         if stage["status"] == "error":
             run_errors.append(f"stage {name}: a gated metric could not be computed")
+        scores = stage.get("scores")
+        if scores and scores["error_rate"] > max_error_rate + 1e-12:
+            run_errors.append(
+                f"stage {name}: {scores['errored']} of {scores['attempted']} judge scores could not be computed "
+                f"(error rate {scores['error_rate']:.1%}, above max_error_rate {max_error_rate:.1%})"
+            )
+        if stage.get("budget_exceeded"):
+            run_errors.append(f"stage {name}: judge.max_judge_calls was reached; the remaining scores were not computed")
     statuses = {s["status"] for s in stages.values()}
     verdict = "error" if run_errors else "fail" if "fail" in statuses else "pass"
 
@@ -157,6 +183,7 @@ def evaluate(
         "verdict": verdict,
         "exit_code": {"pass": EXIT_PASS, "fail": EXIT_FAIL, "error": EXIT_ERROR}[verdict],
         "errors": run_errors,
+        "warnings": warnings,
         "tool": {"name": "rag-gate", "version": __version__},
         "run": {
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -194,14 +221,25 @@ def evaluate(
     }
 
 
+def _trap(stages: Mapping[str, Any], baseline: Mapping[str, Any] | None, history: Sequence[Mapping[str, Any]]) -> str | None:
+    """The faithfulness-recall trap against the baseline, else against the last history entry."""
+    if "generation" not in stages or stages["generation"]["status"] == "skipped":
+        return None
+    ref_stages = (baseline or {}).get("stages") or (history[-1].get("stages") if history else None)
+    if not ref_stages:
+        return None
+    return recall_trap(stages, {n: s.get("metrics", {}) for n, s in ref_stages.items()})
+
+
 def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
-        on_done: Callable[[TargetOutput], None] | None = None) -> dict[str, Any]:
-    """Load, ask, evaluate. Raises InputError (exit 2) for bad input; everything else is in the report."""
+        on_done: Callable[[TargetOutput], None] | None = None, use_cache: bool = True) -> dict[str, Any]:
+    """Load, ask, judge, evaluate. Raises InputError (exit 2) for bad input; everything else is in the report."""
     started = time.perf_counter()
     spec = load_spec(config)
     with gc_paused():  # millions of small, acyclic JSON objects: the cyclic GC would only rescan them
         cases = load_golden_set(spec.golden_set_path)
         baseline = load_baseline(spec.baseline_path)
+        history_store = LocalHistoryStore(spec.history_path, int(spec.data["history"]["max_entries"]))
         target = make_target(spec, cases)
         try:
             if on_start:
@@ -211,8 +249,28 @@ def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
             target.close()
         unmatched = getattr(target, "unmatched", [])
         notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
-        return evaluate(spec, cases, outputs, baseline, target_kind=target.kind, target_notes=notes,
-                        duration_s=time.perf_counter() - started)
+        judged: dict[str, dict[str, Any]] = {}
+        gen_cfg = spec.data["stages"].get("generation")
+        if gen_cfg:
+            from gate.generation import generation_stage
+
+            judged["generation"] = generation_stage(gen_cfg, spec.data.get("judge"), cases, outputs, open_cache(spec, use_cache),
+                                                    secrets=spec.secrets)
+        fingerprints = {"golden_set": golden_fingerprint(cases), "spec": spec.fingerprint()}
+        history = window(history_store.read(), int(spec.data["history"]["max_entries"]), fingerprints)
+        report = evaluate(spec, cases, outputs, baseline, target_kind=target.kind, target_notes=notes,
+                          duration_s=time.perf_counter() - started, judged=judged, history=history)
+        report["warnings"] += history_store.warnings
+        return report
+
+
+def open_cache(spec: Spec, use_cache: bool) -> Any:
+    """The judge cache the spec names, or a cache that stores nothing (--no-cache, cache.enabled: false)."""
+    from gate.judges.cache import JudgeCache, NullCache
+
+    if not use_cache or not spec.data["cache"]["enabled"]:
+        return NullCache()
+    return JudgeCache(spec.resolve(spec.data["cache"]["path"]))
 
 
 @contextmanager

@@ -223,6 +223,10 @@ class Spec:
         return max([10, *ks])
 
     @property
+    def history_path(self) -> Path:
+        return self.resolve(self.data["history"]["path"])
+
+    @property
     def baseline_path(self) -> Path:
         return self.resolve(self.data["baseline"]["path"])
 
@@ -239,8 +243,43 @@ class Spec:
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _check_generation(spec: Spec) -> list[InputError]:
+    from gate.generation import plan_metrics
+
+    stage = spec.data["stages"].get("generation")
+    if not stage:
+        return []
+    try:
+        names = {p.name for p in plan_metrics(stage)}
+    except ValueError as exc:
+        return [spec.error(str(exc), "stages", "generation", "metrics")]
+    return [
+        spec.error(f"gate on {metric!r}, which is not computed; computed here: {', '.join(sorted(names))}",
+                   "stages", "generation", "gates", metric)
+        for metric in stage.get("gates", {})
+        if metric not in names
+    ]
+
+
+def _check_judge(spec: Spec) -> list[InputError]:
+    judge = spec.data.get("judge")
+    if not judge or judge.get("allow_floating_model") or "${" in judge["model"]:
+        return []
+    from gate.judges.models import is_floating_model
+
+    if not is_floating_model(judge["model"]):
+        return []
+    return [spec.error(
+        f"judge model {judge['model']!r} is a floating alias: when the provider updates it, the scores move without any "
+        "change of yours",
+        "judge", "model",
+        hint=f"pin a dated version (e.g. {judge['model']}-2024-11-20, as your provider lists it), "
+             "or set judge.allow_floating_model: true",
+    )]
+
+
 def _check_semantics(spec: Spec) -> list[InputError]:
-    errors: list[InputError] = []
+    errors: list[InputError] = _check_generation(spec) + _check_judge(spec)
     stage = spec.retrieval
     if stage:
         names = set()

@@ -31,6 +31,10 @@ def render_console(report: dict[str, Any]) -> str:
             for r in metric_rows(stage)
         ]
         out += ["  " + x for x in _table(["metric", "baseline", "this run", "delta", "gate", "status"], rows, {1, 2, 3})]
+        for name, reason in stage.get("not_evaluated", {}).items():
+            out.append(f"  {name}: {reason}")
+        for w in stage.get("warnings", []):
+            out.append(f"  WARNING {w}")
         for g in stage.get("gates", []):
             if g["status"] in ("fail", "error"):
                 out.append(f"  {_MARK[g['status']]} {g['metric']}: {g['reason']}")
@@ -49,6 +53,8 @@ def render_console(report: dict[str, Any]) -> str:
         out.append(f"warning: the baseline was made from a different {', '.join(b['mismatch'])} (on_mismatch: {b.get('on_mismatch')})")
     elif not b.get("found"):
         out.append(f"note: no baseline at {b.get('path')}; max_drop gates skipped (create one with `rag-gate baseline update`)")
+    staged = {w for st in report.get("stages", {}).values() for w in st.get("warnings", [])}
+    out += [f"warning: {w}" for w in report.get("warnings", []) if w not in staged]
     for note in report.get("target", {}).get("notes", []):
         out.append(f"note: {note}")
     for err in report.get("errors", []):

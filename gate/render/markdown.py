@@ -65,6 +65,10 @@ def _header(report: dict[str, Any]) -> list[str]:
     lines.append("")
     for err in report.get("errors", []):
         lines.append(f"> [!CAUTION]\n> {cell(err, 300)}\n")
+    staged = {w for st in report.get("stages", {}).values() for w in st.get("warnings", [])}
+    for w in report.get("warnings", []):
+        if w not in staged:
+            lines.append(f"> [!WARNING]\n> {cell(w, 500)}\n")
     if b.get("mismatch"):
         what = ", ".join(b["mismatch"])
         action = {"warn": "Compared anyway", "skip": "max_drop gates skipped", "fail": "max_drop gates failed"}[b.get("on_mismatch", "warn")]
@@ -84,6 +88,7 @@ def _stage_table(name: str, stage: dict[str, Any]) -> list[str]:
         excluded = ", ".join(f"{v} {k}" for k, v in sorted(stage.get("excluded", {}).items()))
         lines.append(f"{n} cases scored{extra}" + (f" ({excluded} left out)" if excluded else "") + ".")
         lines.append("")
+    lines += _judge_notes(stage)
     lines += ["| Metric | Baseline | This run | Δ | Gate | Status |", "|---|---:|---:|---:|---|:---:|"]
     for row in metric_rows(stage):
         status = STATUS_ICON.get(row["status"], "") if row["status"] else ""
@@ -100,24 +105,70 @@ def _stage_table(name: str, stage: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _worse_cases(stage: dict[str, Any], max_cases: int) -> list[str]:
+def _lost_ranks(lost: list[dict[str, Any]], k: int | None) -> str:
+    return "; ".join(
+        f"{code(x['id'])} {x['from']}→{x['to'] if x['to'] is not None else 'not retrieved'}"
+        + (f" (left top {k})" if x.get("left_top_k") else "")
+        for x in lost
+    )
+
+
+def _worse_cases(stage: dict[str, Any], max_cases: int, retrieval_k: int | None) -> list[str]:
     rows = stage.get("worse_cases", [])
     if not rows or max_cases == 0:
         return []
-    k = stage.get("reference_k")
+    judged = "cause" in rows[0]
+    k = stage.get("reference_k", retrieval_k)
     shown = rows[:max_cases]
-    lines = [f"<details><summary>{len(rows)} case{'s' if len(rows) != 1 else ''} got worse than the baseline"
-             + (f" (showing {len(shown)})" if len(shown) < len(rows) else "") + "</summary>", "",
-             "| Case | Question | Metrics | Relevant ids that lost rank |", "|---|---|---|---|"]
+    against = "the baseline" if stage.get("baseline_metrics") or not judged else "recent runs"
+    lines = [f"<details><summary>{len(rows)} case{'s' if len(rows) != 1 else ''} got worse than {against}"
+             + (f" (showing {len(shown)})" if len(shown) < len(rows) else "") + "</summary>", ""]
+    if judged:
+        lines += ["| Case | Question | Scores | Where to look |", "|---|---|---|---|"]
+    else:
+        lines += ["| Case | Question | Metrics | Relevant ids that lost rank |", "|---|---|---|---|"]
     for r in shown:
         drops = ", ".join(f"{m} {b:.2f}→{v:.2f}" for m, (b, v) in r["drops"].items())
-        lost = "; ".join(
-            f"{code(x['id'])} {x['from']}→{x['to'] if x['to'] is not None else 'not retrieved'}"
-            + (f" (left top {k})" if x["left_top_k"] else "")
-            for x in r["lost"]
-        )
-        lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {lost or '—'} |")
+        if judged:
+            lost = _lost_ranks(r.get("retrieval", []), k)
+            where = f"**{r['cause']}**" + (f": {lost}" if lost else "")
+            lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {where} |")
+        else:
+            lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {_lost_ranks(r['lost'], k) or '—'} |")
     return lines + ["", "</details>", ""]
+
+
+def _judge_notes(stage: dict[str, Any]) -> list[str]:
+    """Sample, judge, usage, self-check, metrics not evaluated and warnings of a judge stage."""
+    lines: list[str] = []
+    sample = stage.get("sample")
+    if sample:
+        parts = [f"Judged {sample['size']} of {sample['of']} answerable cases"]
+        judge = stage.get("judge") or {}
+        if judge.get("model"):
+            parts.append(f"judge {code(judge['model'])} at temperature {judge.get('temperature', 0):g}")
+        usage = stage.get("usage") or {}
+        if usage:
+            calls = f"{usage.get('calls', 0)} judge calls"
+            tokens = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+            if tokens:
+                calls += f", {tokens:,} tokens"
+            if usage.get("cost") is not None:
+                calls += f", cost {usage['cost']:.4f}"
+            parts.append(calls)
+            parts.append(f"cache {usage.get('cache_hits', 0)} hits / {usage.get('cache_misses', 0)} misses")
+        lines += [" · ".join(parts) + ".", ""]
+    check = stage.get("self_check")
+    if check:
+        per = ", ".join(f"`{m}` max {d['max_diff']:.3f} / mean {d['mean_diff']:.3f}" for m, d in check["metrics"].items())
+        lines += [f"Judge self-check ({check['cases']} cases re-judged, limit {check['limit']:g}): {per or 'nothing re-judged'}.", ""]
+    for name, reason in stage.get("not_evaluated", {}).items():
+        lines.append(f"- `{name}`: {cell(reason, 300)}")
+    if stage.get("not_evaluated"):
+        lines.append("")
+    for w in stage.get("warnings", []):
+        lines += [f"> [!WARNING]\n> {cell(w, 500)}", ""]
+    return lines
 
 
 def _errored_cases(stage: dict[str, Any], max_cases: int) -> list[str]:
@@ -154,7 +205,7 @@ def render_comment(report: dict[str, Any]) -> str:
     lines = [marker(run.get("comment_id", "default")), *_header(report)]
     for name, stage in ordered_stages(report):
         lines += _stage_table(name, stage)
-        lines += _worse_cases(stage, max_cases)
+        lines += _worse_cases(stage, max_cases, report.get("stages", {}).get("retrieval", {}).get("reference_k"))
         lines += _breakdown(stage)
         lines += _errored_cases(stage, max_cases)
     tool = report.get("tool", {})

@@ -1,0 +1,296 @@
+"""A content-addressed cache of judge scores in one SQLite file.
+
+A score is stored under a key that hashes everything that can change it: engine, engine
+version, metric, judge model, temperature, the metric's prompt fingerprint, and the case's
+question, answer, contexts (in order) and reference. Change any of them and the key
+changes, so a stale score is never served; nothing ever needs to be invalidated.
+
+Only successful scores are cached. A JudgeError, a timeout or a malformed judge reply is
+never stored, so the next run asks again. Values are floats in [0, 1]; NaN is refused.
+
+The file is safe to share between processes (CI matrix jobs restoring one cache): WAL
+journal, a busy timeout, one short transaction per write (``INSERT OR REPLACE``, so two
+jobs writing the same key simply agree), and a few retries when SQLite still answers
+"database is locked". Close the cache (or use it as a context manager) before CI saves
+the file: closing the last connection folds the ``-wal`` file back into the database.
+
+A file that is not a SQLite database, is corrupt, belongs to something else or has another
+schema version raises InputError naming the file: it is only a cache, so the fix is to
+delete it (or to run with ``--no-cache``, which uses ``NullCache``).
+
+Layout, for inspection with the ``sqlite3`` shell::
+
+    schema_version(version INTEGER)
+    scores(key TEXT PRIMARY KEY, value REAL, created_at TEXT, meta TEXT)  -- meta: JSON
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from gate.errors import InputError, RunError
+from gate.judges import JudgeInput
+
+SCHEMA_VERSION = 1
+KEY_FORMAT = 1  # part of every key: bump when the canonical JSON below changes
+CHUNK = 500  # keys per SELECT in get_many, well under any SQLite variable limit
+RETRIES = 5
+
+T = TypeVar("T")
+
+_HINT = "it is only a cache of judge scores and is rebuilt on the next run; or run with --no-cache"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    entries: int  # scores in the file now
+    hits: int  # lookups answered from the cache by this object
+    misses: int  # lookups not found by this object
+
+
+def cache_key(
+    engine: str,
+    engine_version: str,
+    metric: str,
+    model: str | None,
+    temperature: float | None,
+    prompt_fingerprint: str,
+    item: JudgeInput,
+) -> str:
+    """sha256 (hex) of a canonical JSON of every input that can change a score.
+
+    ``temperature`` is compared as a number: 0, 0.0 and -0.0 give the same key.
+    """
+    if temperature is not None:
+        temperature = float(temperature) + 0.0  # int -> float, -0.0 -> 0.0
+        if not math.isfinite(temperature):
+            raise ValueError(f"temperature must be a finite number, not {temperature}")
+    payload = {
+        "format": KEY_FORMAT,
+        "engine": engine,
+        "engine_version": engine_version,
+        "metric": metric,
+        "model": model,
+        "temperature": temperature,
+        "prompt_fingerprint": prompt_fingerprint,
+        "question": item.question,
+        "answer": item.answer,
+        "contexts": list(item.contexts),
+        "reference": item.reference,
+    }
+    canonical = json.dumps(payload, sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def _checked(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"a cached score must be a number, not {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value):
+        raise ValueError("refusing to cache NaN: only successful scores are cached")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"a cached score must lie in [0, 1], not {value}")
+    return value
+
+
+class ScoreCache(Protocol):
+    """What the generation stage needs from a cache: JudgeCache or NullCache."""
+
+    def key(
+        self,
+        engine: str,
+        engine_version: str,
+        metric: str,
+        model: str | None,
+        temperature: float | None,
+        prompt_fingerprint: str,
+        item: JudgeInput,
+    ) -> str: ...
+
+    def get(self, key: str) -> float | None: ...
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, float]: ...
+
+    def put(self, key: str, value: float, meta: dict[str, Any]) -> None: ...
+
+    def stats(self) -> CacheStats: ...
+
+    def close(self) -> None: ...
+
+
+class JudgeCache:
+    """Judge scores in a SQLite file at ``path`` (parent folders are created)."""
+
+    key = staticmethod(cache_key)
+
+    def __init__(self, path: Path, *, busy_timeout_s: float = 30.0, retries: int = RETRIES) -> None:
+        self.path = Path(path)
+        self._busy_timeout_s = busy_timeout_s
+        self._retries = retries
+        self._lock = threading.Lock()
+        self._hits = 0
+        self._misses = 0
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create the folder for the judge cache: {exc.strerror or exc}", file=str(self.path)) from None
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._unusable(exc) from None
+        try:
+            self._call(self._open)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # --- public interface ---
+
+    def get(self, key: str) -> float | None:
+        row = self._call(lambda: self._conn.execute("SELECT value FROM scores WHERE key = ?", (key,)).fetchone())
+        if row is None:
+            self._misses += 1
+            return None
+        self._hits += 1
+        return float(row[0])
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, float]:
+        """The cached scores among ``keys`` (missing keys are absent): one SELECT per 500 keys."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, float] = {}
+        for start in range(0, len(wanted), CHUNK):
+            chunk = wanted[start : start + CHUNK]
+            sql = f"SELECT key, value FROM scores WHERE key IN ({','.join('?' * len(chunk))})"
+            rows = self._call(lambda sql=sql, chunk=chunk: self._conn.execute(sql, chunk).fetchall())
+            found.update((k, float(v)) for k, v in rows)
+        self._hits += len(found)
+        self._misses += len(wanted) - len(found)
+        return found
+
+    def put(self, key: str, value: float, meta: dict[str, Any]) -> None:
+        """Store a successful score (replacing any earlier one under the same key)."""
+        value = _checked(value)
+        row = (key, value, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str))
+        self._call(lambda: self._conn.execute("INSERT OR REPLACE INTO scores (key, value, created_at, meta) VALUES (?, ?, ?, ?)", row))
+
+    def stats(self) -> CacheStats:
+        (entries,) = self._call(lambda: self._conn.execute("SELECT COUNT(*) FROM scores").fetchone())
+        return CacheStats(entries=entries, hits=self._hits, misses=self._misses)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> JudgeCache:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- internals ---
+
+    def _open(self) -> None:
+        conn = self._conn
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "schema_version" in tables:
+                row = conn.execute("SELECT version FROM schema_version").fetchone()
+                if row is None or row[0] != SCHEMA_VERSION or "scores" not in tables:
+                    found = "no version" if row is None else f"version {row[0]}"
+                    raise InputError(
+                        f"the judge cache has schema {found}, this rag-gate reads version {SCHEMA_VERSION}: delete the file",
+                        file=str(self.path),
+                        hint=_HINT,
+                    )
+            elif tables:
+                raise InputError(
+                    f"is a SQLite database but not a rag-gate judge cache (tables: {', '.join(sorted(tables))}): "
+                    "delete it or point the cache somewhere else",
+                    file=str(self.path),
+                    hint=_HINT,
+                )
+            else:
+                conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+                conn.execute(
+                    "CREATE TABLE scores (key TEXT PRIMARY KEY, value REAL NOT NULL, created_at TEXT NOT NULL, meta TEXT NOT NULL) WITHOUT ROWID"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _call(self, operation: Callable[[], T]) -> T:
+        """Run one statement; retry while the file is locked; turn SQLite errors into rag-gate errors."""
+        with self._lock:
+            for attempt in range(self._retries + 1):
+                try:
+                    return operation()
+                except sqlite3.OperationalError as exc:
+                    if not _is_locked(exc):
+                        raise self._unusable(exc) from None
+                    if attempt == self._retries:
+                        raise RunError(
+                            f"{self.path}: the judge cache stayed locked by another process ({exc})",
+                            hint="another rag-gate run is writing to the same cache file; retry, or run with --no-cache",
+                        ) from None
+                    time.sleep(0.05 * 2**attempt * (1 + random.random()))
+                except sqlite3.DatabaseError as exc:
+                    raise self._unusable(exc) from None
+            raise AssertionError("unreachable")
+
+    def _unusable(self, exc: sqlite3.Error) -> InputError:
+        return InputError(f"is not a usable judge cache ({exc}): delete the file", file=str(self.path), hint=_HINT)
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    message = str(exc).lower()
+    return "locked" in message or "busy" in message
+
+
+class NullCache:
+    """The cache for ``--no-cache``: every lookup misses and nothing is stored."""
+
+    key = staticmethod(cache_key)
+
+    def __init__(self) -> None:
+        self._misses = 0
+
+    def get(self, key: str) -> float | None:
+        self._misses += 1
+        return None
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, float]:
+        self._misses += len(dict.fromkeys(keys))
+        return {}
+
+    def put(self, key: str, value: float, meta: dict[str, Any]) -> None:
+        _checked(value)  # the same contract as JudgeCache, so --no-cache hides no bug
+
+    def stats(self) -> CacheStats:
+        return CacheStats(entries=0, hits=0, misses=self._misses)
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> NullCache:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
