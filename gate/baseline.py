@@ -62,7 +62,17 @@ def load_baseline(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def mismatched(baseline: dict[str, Any], fingerprints: dict[str, str]) -> list[str]:
-    """Names of the fingerprints (golden_set, spec, k) that differ between baseline and run."""
+# Which fingerprints a stage's comparison depends on.
+STAGE_FINGERPRINTS = {"retrieval": ("golden_set", "spec", "k"), "generation": ("golden_set", "generation"),
+                      "robustness": ("golden_set", "robustness")}
+
+
+def mismatched(baseline: dict[str, Any], fingerprints: dict[str, str], stage: str | None = None) -> list[str]:
+    """Names of the fingerprints that differ between baseline and run (for one stage, or any).
+
+    A fingerprint the baseline does not have (a stage added since) is no mismatch: that stage
+    simply has no baseline yet.
+    """
     theirs = baseline.get("fingerprints", {})
-    return [k for k, v in fingerprints.items() if theirs.get(k) != v]
+    names = STAGE_FINGERPRINTS.get(stage, tuple(fingerprints)) if stage else tuple(fingerprints)
+    return [k for k in names if k in fingerprints and k in theirs and theirs[k] != fingerprints[k]]

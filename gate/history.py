@@ -38,7 +38,8 @@ def entry_from_report(report: dict[str, Any], *, branch: str | None = None, comm
             continue
         entry: dict[str, Any] = {"metrics": stage["metrics"]}
         if name in PER_CASE_STAGES:
-            entry["samples"] = {s["id"]: s["metrics"] for s in stage.get("samples", []) if s.get("error") is None and s.get("metrics")}
+            # a case keeps the scores it has even when another metric errored (as in the baseline)
+            entry["samples"] = {s["id"]: s["metrics"] for s in stage.get("samples", []) if s.get("metrics")}
         stages[name] = entry
     return {
         "schema_version": SCHEMA_VERSION,

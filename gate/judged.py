@@ -26,7 +26,9 @@ def judged_gates(
         hib = higher_is_better(metric)
         if stage["status"] == "skipped" or (metric not in stage["metrics"] and str(not_evaluated.get(metric, "")).startswith("not evaluated")):
             reason = not_evaluated.get(metric) or stage.get("reason", "stage skipped")
-            decisions.append(GateDecision(name, metric, "skipped", None, None, None, hib, [Check("value", "-", "skipped", reason)]))
+            checks = [Check(kind, gate[kind] if kind != "trend" else gate[kind]["max_drop"], "skipped", reason)
+                      for kind in ("min", "max", "max_drop", "trend") if kind in gate]
+            decisions.append(GateDecision(name, metric, "skipped", None, None, None, hib, checks))
             continue
         window = int(gate.get("trend", {}).get("window", 7))
         trend = trend_reference(name, stage, history[-window:], metric) if "trend" in gate else None

@@ -118,9 +118,12 @@ def evaluate(
     ``judged`` holds the judge stages already run (generation, robustness), without gates;
     ``history`` the usable history entries, oldest first.
     """
-    fingerprints = {"golden_set": golden_fingerprint(cases), "spec": spec.fingerprint(), "k": f"k={spec.target_k}"}
+    fingerprints = spec.fingerprints(golden_fingerprint(cases))
     mismatch = mismatched(baseline, fingerprints) if baseline else []
-    policy = spec.data["baseline"]["on_mismatch"] if mismatch else None
+
+    def policy_for(stage: str) -> str | None:
+        return spec.data["baseline"]["on_mismatch"] if baseline and mismatched(baseline, fingerprints, stage) else None
+
     by_id = {c.id: c for c in cases}
     case_groups = groups(cases)
 
@@ -129,7 +132,7 @@ def evaluate(
     if cfg:
         stage = retrieval_stage(cases, outputs, spec.retrieval_metrics(), cfg.get("match", {}), case_groups)
         base_stage = (baseline or {}).get("stages", {}).get("retrieval")
-        decisions = _gates("retrieval", stage, cfg.get("gates", {}), base_stage, policy)
+        decisions = _gates("retrieval", stage, cfg.get("gates", {}), base_stage, policy_for("retrieval"))
         stage["gates"] = [d.to_dict() for d in decisions]
         stage["status"] = stage_status(decisions)
         stage["baseline_metrics"] = {m: v for m, v in (base_stage or {}).get("metrics", {}).items() if m in stage["metrics"]}
@@ -143,7 +146,8 @@ def evaluate(
     for name, stage in (judged or {}).items():
         base_stage = (baseline or {}).get("stages", {}).get(name)
         gates_cfg = spec.data["stages"].get(name, {}).get("gates", {})
-        stages[name] = finish_judged_stage(name, stage, gates_cfg, base_stage, history, policy, stages.get("retrieval"), questions)
+        same = [e for e in history if e.get("fingerprints", {}).get(name) == fingerprints.get(name)]
+        stages[name] = finish_judged_stage(name, stage, gates_cfg, base_stage, same, policy_for(name), stages.get("retrieval"), questions)
     for name, reason in LATER_STAGES.items():
         if name in spec.data["stages"] and name not in stages:
             stages[name] = {"status": "skipped", "reason": reason, "metrics": {}, "gates": [], "samples": []}
@@ -256,7 +260,7 @@ def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
 
             judged["generation"] = generation_stage(gen_cfg, spec.data.get("judge"), cases, outputs, open_cache(spec, use_cache),
                                                     secrets=spec.secrets)
-        fingerprints = {"golden_set": golden_fingerprint(cases), "spec": spec.fingerprint()}
+        fingerprints = {"golden_set": golden_fingerprint(cases)}
         history = window(history_store.read(), int(spec.data["history"]["max_entries"]), fingerprints)
         report = evaluate(spec, cases, outputs, baseline, target_kind=target.kind, target_notes=notes,
                           duration_s=time.perf_counter() - started, judged=judged, history=history)

@@ -230,17 +230,27 @@ class Spec:
     def baseline_path(self) -> Path:
         return self.resolve(self.data["baseline"]["path"])
 
-    def fingerprint(self) -> str:
-        """Hash of what defines the measurement (metrics, matching, k), not of gates or target."""
-        stages = self.raw.get("stages", {})
-        basis = {
-            name: {k: v for k, v in (stage or {}).items() if k != "gates"}
-            for name, stage in stages.items()
-            if isinstance(stage, dict)
-        }
-        basis["_k"] = self.target_k  # type: ignore[assignment]
+    def fingerprint(self, stage: str = "retrieval") -> str:
+        """Hash of what defines a stage's measurement: its settings without gates; for retrieval
+        also k, for judge stages the judge's model, temperature and embeddings model. Gates,
+        target and timeouts can change without invalidating a baseline."""
+        cfg = self.raw.get("stages", {}).get(stage) or {}
+        basis: dict[str, Any] = {k: v for k, v in cfg.items() if k != "gates"}
+        if stage == "retrieval":
+            basis["_k"] = self.target_k
+        else:
+            judge = self.raw.get("judge") or {}
+            basis["_judge"] = {k: judge.get(k) for k in ("model", "temperature", "embeddings_model")}
         blob = json.dumps(basis, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def fingerprints(self, golden_set: str) -> dict[str, str]:
+        """The run's fingerprints: golden set, retrieval spec ("spec"), k, and one per judge stage."""
+        out = {"golden_set": golden_set, "spec": self.fingerprint("retrieval"), "k": f"k={self.target_k}"}
+        for stage in ("generation", "robustness"):
+            if self.data["stages"].get(stage):
+                out[stage] = self.fingerprint(stage)
+        return out
 
 
 def _check_generation(spec: Spec) -> list[InputError]:

@@ -1,0 +1,210 @@
+"""ragas as a judge engine: ``ragas.metrics.collections`` metrics on the run's shared client.
+
+    faithfulness        Faithfulness                     contexts             2 chat calls
+    answer_relevancy    AnswerRelevancy (strictness 3)   (embeddings model)   3 chat + 2 embedding calls
+    context_precision   ContextPrecisionWithReference    contexts, reference  1 chat call per context
+    context_recall      ContextRecall                    contexts, reference  1 chat call
+    answer_correctness  AnswerCorrectness (0.75/0.25)    reference            3 chat + 2 embedding calls
+
+The LLM goes through ``llm_factory`` (instructor, JSON mode) with our temperature: ragas
+would send 0.01 otherwise. instructor re-asks only for malformed or mis-shaped JSON (3
+attempts); HTTP errors are left to the OpenAI SDK's retries, so one failing call costs
+``max_retries + 1`` requests, not three times that. Metric objects hold no per-case state
+and are shared by concurrent cases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+from typing import Any, cast
+
+from gate.judges import JudgeError, JudgeInput, JudgeSettings, telemetry_off
+from gate.judges.client import JudgeClient
+
+_NEEDS: dict[str, set[str]] = {
+    "faithfulness": {"contexts"},
+    "answer_relevancy": set(),
+    "context_precision": {"contexts", "reference"},
+    "context_recall": {"contexts", "reference"},
+    "answer_correctness": {"reference"},
+}
+_NEEDS_EMBEDDINGS = ("answer_relevancy", "answer_correctness")
+_JSON_ATTEMPTS = 3
+
+
+class RagasEngine:
+    name = "ragas"
+
+    def __init__(self, client: JudgeClient, settings: JudgeSettings, *, max_tokens: int | None = None) -> None:
+        """``max_tokens`` caps each judge reply (ragas's default is 1024)."""
+        telemetry_off()
+        try:
+            import ragas
+        except ImportError as exc:
+            raise JudgeError(f"the ragas engine needs ragas installed (pip install ragas==0.4.3): {exc}") from None
+        from ragas.llms import llm_factory
+        from ragas.metrics import collections as rc
+
+        self.version: str = ragas.__version__
+        self._client = client
+        self._settings = settings
+        model_args: dict[str, Any] = {"temperature": settings.temperature, "max_retries": _json_retrying(_JSON_ATTEMPTS)}
+        if max_tokens:
+            model_args["max_tokens"] = max_tokens
+        llm = llm_factory(settings.model, provider="openai", client=client.openai, **model_args)
+        embeddings: Any = None
+        if settings.embeddings_model:
+            from ragas.embeddings.base import embedding_factory
+
+            embeddings = embedding_factory("openai", model=settings.embeddings_model, client=client.openai, interface="modern")
+        self._metrics: dict[str, Any] = {
+            "faithfulness": rc.Faithfulness(llm=llm),
+            "context_precision": rc.ContextPrecisionWithReference(llm=llm),
+            "context_recall": rc.ContextRecall(llm=llm),
+        }
+        if embeddings is not None:
+            self._metrics["answer_relevancy"] = rc.AnswerRelevancy(llm=llm, embeddings=embeddings)
+            self._metrics["answer_correctness"] = rc.AnswerCorrectness(llm=llm, embeddings=embeddings)
+
+    def metrics(self) -> set[str]:
+        return set(_NEEDS)
+
+    def needs(self, metric: str) -> set[str]:
+        self._check_known(metric)
+        return set(_NEEDS[metric])
+
+    def prompt_fingerprint(self, metric: str) -> str:
+        """The metric's class, parameters and full prompt texts (instruction, examples, schemas, template)."""
+        self._check_known(metric)
+        class_name, params, prompts = _recipe(metric, self._metrics.get(metric))
+        parts = [f"ragas {self.version}", f"instructor {_instructor_version()}", class_name, json.dumps(params, sort_keys=True)]
+        for attr, prompt in sorted(prompts, key=lambda pair: pair[0]):
+            parts += [
+                attr,
+                type(prompt).__name__,
+                prompt.instruction,
+                json.dumps(prompt.input_model.model_json_schema(), sort_keys=True),
+                json.dumps(prompt.output_model.model_json_schema(), sort_keys=True),
+                prompt._generate_examples(),
+                inspect.getsource(type(prompt).to_string),
+            ]
+        digest = hashlib.sha256("\n\x1e".join(parts).encode()).hexdigest()
+        return f"ragas/{class_name}/{digest}"
+
+    async def score(self, metric: str, item: JudgeInput) -> float:
+        self._check_known(metric)
+        missing = [need for need in sorted(_NEEDS[metric]) if not _has(item, need)]
+        if missing:
+            raise JudgeError(f"{metric} needs {' and '.join(missing)} for this case")
+        if not item.answer.strip():
+            raise JudgeError(f"{metric} cannot judge an empty answer")
+        obj = self._metrics.get(metric)
+        if obj is None:
+            raise JudgeError(f"{metric} needs judge.embeddings_model (an embedding model served by judge.base_url)")
+        self._client.check_budget()
+        kwargs = _arguments(metric, item)
+        try:
+            result = await obj.ascore(**kwargs)
+        except Exception as exc:  # every failure of the library or the judge becomes a JudgeError
+            raise self._client.judge_error(exc, metric) from None
+        return _checked(metric, getattr(result, "value", None))
+
+    async def aclose(self) -> None:
+        return None
+
+    def _check_known(self, metric: str) -> None:
+        if metric not in _NEEDS:
+            raise JudgeError(f"ragas does not compute {metric!r}; it computes {', '.join(sorted(_NEEDS))}")
+
+
+def _has(item: JudgeInput, need: str) -> bool:
+    if need == "contexts":
+        return any(c.strip() for c in item.contexts)
+    return bool(item.reference and item.reference.strip())
+
+
+def _arguments(metric: str, item: JudgeInput) -> dict[str, Any]:
+    contexts = [c for c in item.contexts if c.strip()]
+    if metric == "faithfulness":
+        return {"user_input": item.question, "response": item.answer, "retrieved_contexts": contexts}
+    if metric == "answer_relevancy":
+        return {"user_input": item.question, "response": item.answer}
+    if metric in ("context_precision", "context_recall"):
+        return {"user_input": item.question, "reference": item.reference, "retrieved_contexts": contexts}
+    return {"user_input": item.question, "response": item.answer, "reference": item.reference}
+
+
+_NAN_REASONS = {
+    "faithfulness": "judge found no statements in the answer",
+    "context_recall": "judge found no statements in the reference",
+}
+
+
+def _checked(metric: str, value: Any) -> float:
+    if value is None or not isinstance(value, (int, float)) or math.isnan(value):
+        raise JudgeError(_NAN_REASONS.get(metric, f"ragas returned no score for {metric}"))
+    value = float(value)
+    if metric in _NEEDS_EMBEDDINGS and -1.0 <= value < 0.0:
+        return 0.0  # a negative cosine similarity: unrelated texts
+    if -1e-9 <= value < 0.0 or 1.0 < value <= 1.0 + 1e-9:
+        return min(1.0, max(0.0, value))
+    if not 0.0 <= value <= 1.0:
+        raise JudgeError(f"ragas returned {value:g} for {metric}, outside [0, 1]")
+    return value
+
+
+def _instructor_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("instructor")  # its JSON-mode system message is part of every prompt
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _prompts(obj: Any) -> list[tuple[str, Any]]:
+    from ragas.prompt.metrics.base_prompt import BasePrompt
+
+    return [(k, v) for k, v in vars(obj).items() if isinstance(v, BasePrompt)]
+
+
+def _params(obj: Any) -> dict[str, Any]:
+    return {k: getattr(obj, k) for k in ("strictness", "weights", "beta") if hasattr(obj, k)}
+
+
+def _recipe(metric: str, obj: Any) -> tuple[str, dict[str, Any], list[tuple[str, Any]]]:
+    """(class name, parameters, prompts) of a metric; without an instance (no embeddings model), of its defaults."""
+    if obj is not None:
+        return type(obj).__name__, _params(obj), _prompts(obj)
+    if metric == "answer_relevancy":
+        from ragas.metrics.collections.answer_relevancy.util import AnswerRelevancePrompt
+
+        return "AnswerRelevancy", {"strictness": 3}, [("prompt", AnswerRelevancePrompt())]
+    from ragas.metrics.collections.answer_correctness.util import CorrectnessClassifierPrompt, StatementGeneratorPrompt
+
+    return "AnswerCorrectness", {"beta": 1.0, "weights": [0.75, 0.25]}, [
+        ("correctness_classifier_prompt", CorrectnessClassifierPrompt()),
+        ("statement_generator_prompt", StatementGeneratorPrompt()),
+    ]
+
+
+def _json_retrying(attempts: int) -> Any:
+    """instructor's retry policy: re-ask only when the reply is not the JSON asked for.
+
+    instructor retries every exception by default, which multiplies the SDK's own HTTP retries.
+    tenacity keeps the attempt state on the Retrying object, so each call gets a copy.
+    """
+    from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+    class PerCallRetrying(AsyncRetrying):
+        def __aiter__(self) -> Any:
+            return AsyncRetrying.__aiter__(cast(AsyncRetrying, self.copy()))
+
+    return PerCallRetrying(
+        stop=stop_after_attempt(attempts),
+        retry=retry_if_exception(lambda e: type(e).__name__ == "InstructorRetryException"),
+        reraise=True,
+    )

@@ -1,0 +1,227 @@
+"""gate.compare: the faithfulness-recall trap, attribution, worse cases, per-case scores, references."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gate.compare import attribute, baseline_reference, case_scores, recall_trap, trend_reference, worse_by_case
+
+
+def stages(**metrics_by_stage: dict[str, float]) -> dict[str, dict[str, Any]]:
+    return {name: {"status": "pass", "metrics": m} for name, m in metrics_by_stage.items()}
+
+
+# --------------------------------------------------------------------------- the faithfulness-recall trap
+
+
+def test_recall_trap_fires_on_the_seed_numbers_with_retrieval_recall():
+    now = stages(retrieval={"context_recall@5": 0.71, "hit_rate@5": 0.9}, generation={"faithfulness": 0.90})
+    ref = {"retrieval": {"context_recall@5": 0.83, "hit_rate@5": 0.9}, "generation": {"faithfulness": 0.87}}
+    msg = recall_trap(now, ref)
+    assert msg is not None
+    for needle in ("faithfulness", "0.87", "0.90", "context_recall@5", "0.83", "0.71", "not an improvement"):
+        assert needle in msg, (needle, msg)
+
+
+def test_recall_trap_fires_with_generation_context_recall():
+    now = stages(generation={"faithfulness": 0.90, "context_recall": 0.71})
+    ref = {"generation": {"faithfulness": 0.87, "context_recall": 0.83}}
+    msg = recall_trap(now, ref)
+    assert msg is not None and "context_recall fell 0.83 → 0.71" in msg and "faithfulness rose 0.87 → 0.90" in msg
+
+
+def test_recall_trap_prefers_the_generation_recall_when_both_exist():
+    now = stages(retrieval={"context_recall@5": 0.71}, generation={"faithfulness": 0.90, "context_recall": 0.70})
+    ref = {"retrieval": {"context_recall@5": 0.83}, "generation": {"faithfulness": 0.87, "context_recall": 0.80}}
+    msg = recall_trap(now, ref)
+    assert msg is not None and "context_recall fell 0.80 → 0.70" in msg
+
+
+# (id, faithfulness ref -> now, recall ref -> now, fires)
+TRAP_TABLE = [
+    ("seed", (0.87, 0.90), (0.83, 0.71), True),
+    ("both rise", (0.87, 0.90), (0.71, 0.83), False),
+    ("both fall", (0.90, 0.87), (0.83, 0.71), False),
+    ("faithfulness falls, recall rises", (0.90, 0.87), (0.71, 0.83), False),
+    ("faithfulness unchanged, recall falls", (0.87, 0.87), (0.83, 0.71), False),
+    ("faithfulness rises, recall unchanged", (0.87, 0.90), (0.83, 0.83), False),
+]
+
+
+@pytest.mark.parametrize(("faith", "recall", "fires"), [r[1:] for r in TRAP_TABLE], ids=[r[0] for r in TRAP_TABLE])
+@pytest.mark.parametrize("faith_name", ["faithfulness", "deepeval/faithfulness"])
+@pytest.mark.parametrize("recall_at", [("retrieval", "context_recall@5"), ("retrieval", "recall@5"), ("generation", "context_recall")])
+def test_recall_trap_table(faith, recall, fires, faith_name, recall_at):
+    rstage, rname = recall_at
+    now: dict[str, dict[str, float]] = {"generation": {faith_name: faith[1]}}
+    ref: dict[str, dict[str, float]] = {"generation": {faith_name: faith[0]}}
+    now.setdefault(rstage, {})[rname] = recall[1]
+    ref.setdefault(rstage, {})[rname] = recall[0]
+    msg = recall_trap(stages(**now), ref)
+    assert (msg is not None) is fires
+    if fires:
+        assert faith_name in msg and rname in msg
+
+
+@pytest.mark.parametrize(
+    ("now", "ref"),
+    [
+        (stages(retrieval={"context_recall@5": 0.71}, generation={"faithfulness": 0.90}), {}),  # no reference at all
+        (stages(retrieval={"context_recall@5": 0.71}, generation={"faithfulness": 0.90}),
+         {"retrieval": {"context_recall@5": 0.83}}),  # reference has no faithfulness
+        (stages(retrieval={"context_recall@5": 0.71}, generation={"faithfulness": 0.90}),
+         {"generation": {"faithfulness": 0.87}}),  # reference has no recall
+        (stages(retrieval={"context_recall@5": 0.71}, generation={"answer_relevancy": 0.90}),
+         {"retrieval": {"context_recall@5": 0.83}, "generation": {"answer_relevancy": 0.87}}),  # no faithfulness
+        (stages(retrieval={"mrr": 0.5}, generation={"faithfulness": 0.90}),
+         {"retrieval": {"mrr": 0.9}, "generation": {"faithfulness": 0.87}}),  # no recall metric
+    ],
+)
+def test_recall_trap_needs_both_metrics_on_both_sides(now, ref):
+    assert recall_trap(now, ref) is None
+
+
+# --------------------------------------------------------------------------- worse_by_case
+
+
+def test_worse_by_case_respects_direction_and_sorts_worst_first():
+    stage = {"samples": [
+        {"id": "a", "metrics": {"faithfulness": 0.80, "hallucination": 0.10}},  # faithfulness -0.10
+        {"id": "b", "metrics": {"faithfulness": 0.90, "hallucination": 0.40}},  # hallucination +0.30: worse
+        {"id": "c", "metrics": {"faithfulness": 0.95, "hallucination": 0.05}},  # both better
+        {"id": "d", "metrics": {"faithfulness": 0.70, "hallucination": 0.30}},  # both worse: 0.2 + 0.2
+        {"id": "e", "metrics": {"faithfulness": 0.50}},  # no reference for e
+        {"id": "f", "metrics": {"faithfulness": 0.90}},  # unchanged
+    ]}
+    reference = {
+        "faithfulness": {"a": 0.90, "b": 0.90, "c": 0.90, "d": 0.90, "f": 0.90},
+        "hallucination": {"a": 0.10, "b": 0.10, "c": 0.10, "d": 0.10},
+    }
+    rows = worse_by_case(stage, reference)
+    assert [r["id"] for r in rows] == ["d", "b", "a"]  # 0.4 in total, then 0.3, then 0.1
+    assert rows[0]["drops"] == {"faithfulness": [0.90, 0.70], "hallucination": [0.10, 0.30]}
+    assert rows[1]["drops"] == {"hallucination": [0.10, 0.40]}
+    assert rows[2]["drops"] == {"faithfulness": [0.90, 0.80]}
+
+
+def test_worse_by_case_breaks_ties_by_id_and_ignores_float_noise():
+    stage = {"samples": [{"id": "z", "metrics": {"m": 0.5}}, {"id": "y", "metrics": {"m": 0.5}},
+                         {"id": "x", "metrics": {"m": 0.9 - 1e-12}}]}
+    rows = worse_by_case(stage, {"m": {"z": 0.6, "y": 0.6, "x": 0.9}})
+    assert [r["id"] for r in rows] == ["y", "z"]
+
+
+# --------------------------------------------------------------------------- attribute
+
+
+RETRIEVAL = {"worse_cases": [
+    {"id": "lost", "drops": {"hit_rate@5": [1.0, 0.0]}, "lost": [{"id": "d1", "from": 2, "to": None, "left_top_k": True}]},
+    {"id": "lost2", "drops": {}, "lost": [{"id": "d9", "from": 3, "to": 8, "left_top_k": True}]},
+]}
+
+
+# (id, generation case id, metrics that dropped, expected cause)
+ATTRIBUTION = [
+    ("relevant doc left top k, relevancy fell", "lost", {"answer_relevancy": [0.9, 0.5]}, "retrieval miss"),
+    ("relevant doc left top k, faithfulness fell", "lost", {"faithfulness": [0.9, 0.5]}, "both"),
+    ("lost without metric drop, faithfulness fell", "lost2", {"faithfulness": [0.9, 0.5]}, "both"),
+    ("retrieval fine, faithfulness fell", "fine", {"faithfulness": [0.9, 0.5]}, "unfaithful generation"),
+    ("retrieval fine, deepeval faithfulness fell", "fine", {"deepeval/faithfulness": [0.9, 0.5]}, "unfaithful generation"),
+    ("retrieval fine, hallucination rose", "fine", {"hallucination": [0.1, 0.5]}, "unfaithful generation"),
+    ("retrieval fine, relevancy fell", "fine", {"answer_relevancy": [0.9, 0.5]}, "answer quality"),
+    ("retrieval fine, correctness fell", "fine", {"answer_correctness": [0.9, 0.5]}, "answer quality"),
+]
+
+
+@pytest.mark.parametrize(("case_id", "drops", "cause"), [r[1:] for r in ATTRIBUTION], ids=[r[0] for r in ATTRIBUTION])
+def test_attribute_labels_the_cause(case_id, drops, cause):
+    (row,) = attribute([{"id": case_id, "drops": drops}], RETRIEVAL)
+    assert row["cause"] == cause
+    assert row["drops"] == drops and row["id"] == case_id
+    expected_lost = next((w["lost"] for w in RETRIEVAL["worse_cases"] if w["id"] == case_id), [])
+    assert row["retrieval"] == expected_lost
+
+
+def test_attribute_without_a_retrieval_stage_never_blames_retrieval():
+    rows = attribute([{"id": "lost", "drops": {"answer_relevancy": [0.9, 0.5]}},
+                      {"id": "x", "drops": {"faithfulness": [0.9, 0.5]}}], None)
+    assert [r["cause"] for r in rows] == ["answer quality", "unfaithful generation"]
+    assert attribute([], RETRIEVAL) == []
+
+
+def test_attribute_keeps_the_order_it_was_given():
+    rows = attribute([{"id": "b", "drops": {"m": [1, 0]}}, {"id": "a", "drops": {"m": [1, 0.5]}}], RETRIEVAL)
+    assert [r["id"] for r in rows] == ["b", "a"]
+
+
+# --------------------------------------------------------------------------- case_scores
+
+
+def test_case_scores_reads_report_form():
+    stage = {"samples": [
+        {"id": "q1", "metrics": {"faithfulness": 0.9, "answer_relevancy": 0.8}, "error": None},
+        {"id": "q2", "metrics": {"answer_relevancy": 0.7}, "error": "faithfulness: timeout"},
+        {"id": "q3", "metrics": {"faithfulness": 1}, "error": None},
+    ]}
+    assert case_scores(stage, "faithfulness") == {"q1": 0.9, "q3": 1.0}
+    assert isinstance(case_scores(stage, "faithfulness")["q3"], float)
+    assert case_scores(stage, "answer_relevancy") == {"q1": 0.8, "q2": 0.7}
+    assert case_scores(stage, "nope") == {}
+    assert case_scores({}, "faithfulness") == {}
+
+
+@pytest.mark.parametrize(
+    "samples",
+    [
+        {"q1": {"metrics": {"faithfulness": 0.9}}, "q2": {"metrics": {"answer_relevancy": 0.7}}, "q3": {"metrics": {"faithfulness": 0.5}}},
+        {"q1": {"faithfulness": 0.9}, "q2": {"answer_relevancy": 0.7}, "q3": {"faithfulness": 0.5}},  # history form
+    ],
+    ids=["baseline form", "history form"],
+)
+def test_case_scores_reads_stored_form(samples):
+    assert case_scores({"samples": samples}, "faithfulness") == {"q1": 0.9, "q3": 0.5}
+
+
+def test_case_scores_skips_non_numeric_stored_values():
+    samples = {"q1": {"faithfulness": None}, "q2": {"faithfulness": "n/a"}, "q3": "garbage", "q4": {"faithfulness": 0.25}}
+    assert case_scores({"samples": samples}, "faithfulness") == {"q4": 0.25}
+
+
+# --------------------------------------------------------------------------- references
+
+
+def _report_stage(scores: dict[str, float]) -> dict[str, Any]:
+    return {"metrics": {"faithfulness": sum(scores.values()) / len(scores)},
+            "samples": [{"id": k, "metrics": {"faithfulness": v}} for k, v in scores.items()]}
+
+
+def test_trend_reference_averages_per_case_over_the_entries():
+    entries = [
+        {"stages": {"generation": {"metrics": {"faithfulness": 0.8}, "samples": {"a": {"faithfulness": 0.8}, "b": {"faithfulness": 0.8}}}}},
+        {"stages": {"generation": {"metrics": {"faithfulness": 0.6}, "samples": {"a": {"faithfulness": 0.6}, "b": {"faithfulness": 0.6}}}}},
+        {"stages": {"retrieval": {"metrics": {"mrr": 0.5}}}},  # an entry without the stage does not count
+    ]
+    ref = trend_reference("generation", _report_stage({"a": 0.7, "b": 0.7}), entries, "faithfulness")
+    assert ref is not None
+    assert ref.value == pytest.approx(0.7) and ref.runs == 2
+    assert ref.paired is not None and ref.paired.n == 2
+    assert ref.paired.mean_drop == pytest.approx(0.0, abs=1e-12)  # per-case means 0.7 vs today's 0.7
+
+
+def test_trend_reference_none_without_values_and_no_pairs_for_retrieval():
+    assert trend_reference("generation", _report_stage({"a": 0.7}), [], "faithfulness") is None
+    entries = [{"stages": {"retrieval": {"metrics": {"mrr": 0.5}, "samples": {"a": {"mrr": 1.0}}}}}]
+    ref = trend_reference("retrieval", {"metrics": {"mrr": 0.4}, "samples": [{"id": "a", "metrics": {"mrr": 0.5}}]}, entries, "mrr")
+    assert ref is not None and ref.value == 0.5 and ref.paired is None
+
+
+def test_baseline_reference_pairs_only_common_cases():
+    base = {"metrics": {"faithfulness": 0.85}, "samples": {"a": {"metrics": {"faithfulness": 0.9}}, "gone": {"metrics": {"faithfulness": 0.1}}}}
+    ref = baseline_reference("generation", _report_stage({"a": 0.8, "new": 0.2}), base, "faithfulness")
+    assert ref.value == 0.85
+    assert ref.paired is not None and ref.paired.n == 1 and ref.paired.mean_drop == pytest.approx(0.1)
+    assert baseline_reference("generation", _report_stage({"a": 0.8}), None, "faithfulness").value is None
+    no_overlap = baseline_reference("generation", _report_stage({"new": 0.8}), base, "faithfulness")
+    assert no_overlap.value == 0.85 and no_overlap.paired is None
