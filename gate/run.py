@@ -258,8 +258,11 @@ def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
         if gen_cfg:
             from gate.generation import generation_stage
 
-            judged["generation"] = generation_stage(gen_cfg, spec.data.get("judge"), cases, outputs, open_cache(spec, use_cache),
-                                                    secrets=spec.secrets)
+            cache = open_cache(spec, use_cache)
+            try:
+                judged["generation"] = generation_stage(gen_cfg, spec.data.get("judge"), cases, outputs, cache, secrets=spec.secrets)
+            finally:
+                cache.close()  # folds the WAL back into the one file that CI caches carry
         fingerprints = {"golden_set": golden_fingerprint(cases)}
         history = window(history_store.read(), int(spec.data["history"]["max_entries"]), fingerprints)
         report = evaluate(spec, cases, outputs, baseline, target_kind=target.kind, target_notes=notes,

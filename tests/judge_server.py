@@ -378,9 +378,12 @@ class JudgeServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # the default backlog of 5 resets bursts of new connections
+            daemon_threads = True
+            block_on_close = False
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="judge-server", daemon=True)
         self._thread.start()
         return self

@@ -100,20 +100,47 @@ def judge() -> Any:
 # -- scores mean something -----------------------------------------------------------------------
 
 
-@engines_installed
-@pytest.mark.parametrize(
-    "engine,metric", [("ragas", m) for m in RAGAS_METRICS] + [("deepeval", m) for m in DEEPEVAL_METRICS]
-)
-def test_supported_answer_scores_clearly_higher_than_unsupported(judge: Any, engine: str, metric: str) -> None:
-    async def main() -> tuple[float, float]:
-        async with judges(judge.url) as (_, engines):
-            return await engines[engine].score(metric, GOOD), await engines[engine].score(metric, BAD)
+# (chat, embeddings) requests for GOOD (two contexts), as the libraries make them; a change means an upgrade
+# changed the cost of a metric. deepeval's counts are without its "reason" call (include_reason=False).
+CALLS = {
+    ("ragas", "faithfulness"): (2, 0), ("ragas", "answer_relevancy"): (3, 2), ("ragas", "context_precision"): (2, 0),
+    ("ragas", "context_recall"): (1, 0), ("ragas", "answer_correctness"): (3, 2),
+    ("deepeval", "faithfulness"): (3, 0), ("deepeval", "answer_relevancy"): (2, 0), ("deepeval", "context_precision"): (1, 0),
+    ("deepeval", "context_recall"): (1, 0), ("deepeval", "context_relevancy"): (2, 0), ("deepeval", "hallucination"): (1, 0),
+    ("deepeval", "grounded"): (2, 0),  # the GEval steps, then the score
+}
 
-    good, bad = asyncio.run(main())
+
+@engines_installed
+@pytest.mark.parametrize("engine,metric", sorted(CALLS))
+def test_supported_answer_scores_clearly_higher_than_unsupported(judge: Any, engine: str, metric: str) -> None:
+    async def main() -> tuple[float, tuple[int, int], float]:
+        async with judges(judge.url) as (_, engines):
+            before = judge.count("/chat/completions"), judge.count("/embeddings")
+            good = await engines[engine].score(metric, GOOD)
+            calls = judge.count("/chat/completions") - before[0], judge.count("/embeddings") - before[1]
+            return good, calls, await engines[engine].score(metric, BAD)
+
+    good, calls, bad = asyncio.run(main())
     assert 0.0 <= bad <= 1.0 and 0.0 <= good <= 1.0
     # deepeval 4 scores hallucination like every other metric: 1 = agrees with every context.
     assert good - bad >= 0.5, (good, bad)
+    assert calls == CALLS[(engine, metric)]
     assert judge.unknown_prompts == []
+
+
+@engines_installed
+def test_geval_derives_the_steps_once_per_run() -> None:
+    cases = [JudgeInput(f"Where is tower {i}?", f"Tower {i} is in Paris.", (f"Tower {i} is in Paris.",)) for i in range(4)]
+
+    async def main(url: str) -> list[float]:
+        async with judges(url) as (_, engines):
+            return list(await asyncio.gather(*[engines["deepeval"].score("grounded", c) for c in cases]))
+
+    with JudgeServer() as server:
+        assert asyncio.run(main(server.url)) == [1.0] * 4
+        kinds = [r.prompt_kind for r in server.requests]
+    assert kinds.count("deepeval/geval_steps") == 1 and kinds.count("deepeval/geval_score") == 4
 
 
 @engines_installed
@@ -241,15 +268,15 @@ def test_malformed_json_always_is_a_judge_error_after_three_tries(engine: str, c
 
 
 @engines_installed
-@pytest.mark.parametrize("engine", ["ragas", "deepeval"])
-def test_malformed_json_once_is_asked_again_and_recovers(engine: str) -> None:
+@pytest.mark.parametrize("engine,calls", [("ragas", 2 + 1), ("deepeval", 3 + 1)])
+def test_malformed_json_once_is_asked_again_and_recovers(engine: str, calls: int) -> None:
     async def main(url: str) -> Any:
         async with judges(url) as (_, engines):
             return await outcome(engines[engine], "faithfulness", GOOD)
 
     with JudgeServer(faults=[first(1, malformed("Sure! Here is the JSON you asked for"))]) as server:
         assert asyncio.run(main(server.url)) == 1.0
-        assert server.calls in (3, 4)  # one extra call for the re-ask
+        assert server.calls == calls  # one extra call for the re-ask
 
 
 @engines_installed

@@ -164,7 +164,9 @@ EDGE_CASES = [
 
 
 def _mismatches(ours, reference, pairs):
-    return [(gold, pred, ours(pred, gold), reference(gold, pred)) for gold, pred in pairs if ours(pred, gold) != pytest.approx(reference(gold, pred), **APPROX)]
+    """(gold, pred, ours, reference) for every pair where we differ from the reference (gold, pred) -> score."""
+    results = [(gold, pred, ours(pred, gold), reference(gold, pred)) for gold, pred in pairs]
+    return [row for row in results if row[2] != pytest.approx(row[3], **APPROX)]
 
 
 def test_the_table_exercises_every_outcome():

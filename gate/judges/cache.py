@@ -26,6 +26,7 @@ Layout, for inspection with the ``sqlite3`` shell::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -172,7 +173,7 @@ class JudgeCache:
         for start in range(0, len(wanted), CHUNK):
             chunk = wanted[start : start + CHUNK]
             sql = f"SELECT key, value FROM scores WHERE key IN ({','.join('?' * len(chunk))})"
-            rows = self._call(lambda sql=sql, chunk=chunk: self._conn.execute(sql, chunk).fetchall())
+            rows = self._call(functools.partial(self._fetch_all, sql, chunk))
             found.update((k, float(v)) for k, v in rows)
         self._hits += len(found)
         self._misses += len(wanted) - len(found)
@@ -199,6 +200,9 @@ class JudgeCache:
         self.close()
 
     # --- internals ---
+
+    def _fetch_all(self, sql: str, parameters: list[str]) -> list[tuple[str, float]]:
+        return self._conn.execute(sql, parameters).fetchall()
 
     def _open(self) -> None:
         conn = self._conn

@@ -137,11 +137,11 @@ class JudgeClient:
         """A short, secret-free sentence saying why a judge call failed (for JudgeError)."""
         return redact(_describe(exc, self.settings), [self.settings.api_key or ""])
 
-    def judge_error(self, exc: BaseException, metric: str | None = None) -> JudgeError:
-        """The JudgeError to raise for ``exc`` (a JudgeBudgetExceeded found in the chain is kept)."""
+    def judge_error(self, exc: BaseException) -> JudgeError:
+        """The JudgeError to raise for ``exc``; a JudgeBudgetExceeded anywhere in its chain stays one."""
         budget = _find_in_chain(exc, JudgeBudgetExceeded)
-        if budget is not None or self.budget_exceeded:
-            return budget or JudgeBudgetExceeded(self.error_reason(exc))
+        if budget is not None:
+            return JudgeBudgetExceeded(str(budget))
         if isinstance(exc, JudgeError):
             return JudgeError(redact(str(exc), [self.settings.api_key or ""]))
         return JudgeError(self.error_reason(exc))

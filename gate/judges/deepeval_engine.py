@@ -143,8 +143,8 @@ class DeepEvalEngine:
 
         return GEval(
             name=name,
-            criteria=None if steps else self._criteria[name],
-            evaluation_steps=steps,
+            criteria=self._criteria[name],
+            evaluation_steps=steps,  # None: GEval derives them from the criteria (one more call)
             evaluation_params=[P.INPUT, P.ACTUAL_OUTPUT, P.RETRIEVAL_CONTEXT],
             model=self._model, threshold=0.5, async_mode=True, strict_mode=False, verbose_mode=False,
         )
@@ -167,7 +167,7 @@ class DeepEvalEngine:
         try:
             await metric.a_measure(case, _show_indicator=False)
         except Exception as exc:  # every failure of the library or the judge becomes a JudgeError
-            raise self._client.judge_error(exc, name) from None
+            raise self._client.judge_error(exc) from None
         if getattr(metric, "error", None):
             raise JudgeError(self._client.error_reason(RuntimeError(str(metric.error))))
         return _checked(name, metric.score)

@@ -109,7 +109,7 @@ class RagasEngine:
         try:
             result = await obj.ascore(**kwargs)
         except Exception as exc:  # every failure of the library or the judge becomes a JudgeError
-            raise self._client.judge_error(exc, metric) from None
+            raise self._client.judge_error(exc) from None
         return _checked(metric, getattr(result, "value", None))
 
     async def aclose(self) -> None:
