@@ -29,7 +29,7 @@ from gate.errors import InputError, InputErrors
 from gate.metrics import HEALTH_METRICS, MetricName, parse_metric
 from gate.yamlfile import Path_, key_path, line_of, load_yaml
 
-_ENV_REF = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_REF = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 @cache
@@ -158,8 +158,10 @@ def _expand(value: Any, path: Path_, file: str, lines: dict[Path_, int], secrets
 
     def sub(m: re.Match[str]) -> str:
         if m.group(1):  # $${NAME} -> literal ${NAME}
-            return "${" + m.group(2) + "}"
-        name = m.group(2)
+            return m.group(0)[1:]
+        name, default = m.group(2), m.group(3)
+        if name not in env and default is not None:  # ${NAME:-default}: the default is no secret
+            return default
         if name not in env:
             raise InputError(
                 f"environment variable {name} is not set",

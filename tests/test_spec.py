@@ -347,3 +347,18 @@ def test_not_utf8_spec(tmp_path):
     path.write_bytes(BASE.encode("utf-8") + b"# caf\xe9\n")
     err = load_error(path)
     assert str(path) in str(err)
+
+
+def test_env_default_is_used_only_when_unset(tmp_path: Path) -> None:
+    spec_path = tmp_path / "rag-eval.yml"
+    spec_path.write_text(
+        "version: 1\ngolden_set: g.jsonl\ntarget:\n  http:\n    url: \"${RAG_URL:-http://127.0.0.1:9/ask}\"\n"
+        "    headers: {X-Token: \"${TOK:-none}\"}\nstages:\n  retrieval:\n    metrics: [mrr]\n"
+    )
+    unset = load_spec(spec_path, env={})
+    assert unset.target["http"]["url"] == "http://127.0.0.1:9/ask"
+    assert unset.secrets == []  # a default is written in the spec: no secret
+    given = load_spec(spec_path, env={"RAG_URL": "http://10.0.0.1/q", "TOK": "tok-value"})
+    assert given.target["http"]["url"] == "http://10.0.0.1/q"
+    assert given.target["http"]["headers"]["X-Token"] == "tok-value"
+    assert "tok-value" in given.secrets
