@@ -25,7 +25,6 @@ DEEPEVAL_METRICS = frozenset(
     {"faithfulness", "answer_relevancy", "context_precision", "context_recall", "context_relevancy", "hallucination"}
 )
 OFFLINE_METRICS = frozenset({"exact_match", "token_f1", "rouge_l"})
-LOWER_IS_BETTER = frozenset({"hallucination"})
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,7 @@ def judge_settings(judge: Mapping[str, Any], env: Mapping[str, str]) -> tuple[Ju
         base_url=judge["base_url"], model=judge["model"], api_key=key, temperature=float(judge.get("temperature", 0)),
         timeout_s=float(judge.get("timeout_s", 60)), max_retries=int(judge.get("max_retries", 3)),
         concurrency=int(judge.get("concurrency", 16)), embeddings_model=judge.get("embeddings_model"),
-        max_judge_calls=judge.get("max_judge_calls"), prices=dict(judge.get("prices", {})),
+        max_judge_calls=judge.get("max_judge_calls"), prices=dict(judge.get("prices", {})), max_tokens=judge.get("max_tokens"),
     ), None
 
 
@@ -126,11 +125,11 @@ def build_engines(names: set[str], settings: JudgeSettings | None, criteria: dic
         if "ragas" in llm:
             from gate.judges.ragas_engine import RagasEngine
 
-            engines["ragas"] = RagasEngine(client, settings)
+            engines["ragas"] = RagasEngine(client, settings, max_tokens=settings.max_tokens)
         if "deepeval" in llm:
             from gate.judges.deepeval_engine import DeepEvalEngine
 
-            engines["deepeval"] = DeepEvalEngine(client, settings, criteria)
+            engines["deepeval"] = DeepEvalEngine(client, settings, criteria, max_tokens=settings.max_tokens)
     return engines, client
 
 

@@ -67,7 +67,7 @@ def parse_metric(name: str) -> MetricName:
 
 def higher_is_better(name: str) -> bool:
     """Direction of a metric by name; unknown names (judge metrics) count as higher-better."""
-    lower = {"false_rejection_rate", "hallucination", "deepeval/hallucination"} | set(HEALTH_METRICS)
+    lower = {"false_rejection_rate"} | set(HEALTH_METRICS)  # deepeval 4's hallucination is higher-is-better
     return name not in lower
 
 

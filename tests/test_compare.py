@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from gate.compare import attribute, baseline_reference, case_scores, recall_trap, trend_reference, worse_by_case
+from gate.metrics import higher_is_better
 
 
 def stages(**metrics_by_stage: dict[str, float]) -> dict[str, dict[str, Any]]:
@@ -87,22 +88,24 @@ def test_recall_trap_needs_both_metrics_on_both_sides(now, ref):
 
 
 def test_worse_by_case_respects_direction_and_sorts_worst_first():
+    frr = "false_rejection_rate"  # lower is better
+    assert not higher_is_better(frr)
     stage = {"samples": [
-        {"id": "a", "metrics": {"faithfulness": 0.80, "hallucination": 0.10}},  # faithfulness -0.10
-        {"id": "b", "metrics": {"faithfulness": 0.90, "hallucination": 0.40}},  # hallucination +0.30: worse
-        {"id": "c", "metrics": {"faithfulness": 0.95, "hallucination": 0.05}},  # both better
-        {"id": "d", "metrics": {"faithfulness": 0.70, "hallucination": 0.30}},  # both worse: 0.2 + 0.2
+        {"id": "a", "metrics": {"faithfulness": 0.80, frr: 0.10}},  # faithfulness -0.10
+        {"id": "b", "metrics": {"faithfulness": 0.90, frr: 0.40}},  # false rejections +0.30: worse
+        {"id": "c", "metrics": {"faithfulness": 0.95, frr: 0.05}},  # both better
+        {"id": "d", "metrics": {"faithfulness": 0.70, frr: 0.30}},  # both worse: 0.2 + 0.2
         {"id": "e", "metrics": {"faithfulness": 0.50}},  # no reference for e
         {"id": "f", "metrics": {"faithfulness": 0.90}},  # unchanged
     ]}
     reference = {
         "faithfulness": {"a": 0.90, "b": 0.90, "c": 0.90, "d": 0.90, "f": 0.90},
-        "hallucination": {"a": 0.10, "b": 0.10, "c": 0.10, "d": 0.10},
+        frr: {"a": 0.10, "b": 0.10, "c": 0.10, "d": 0.10},
     }
     rows = worse_by_case(stage, reference)
     assert [r["id"] for r in rows] == ["d", "b", "a"]  # 0.4 in total, then 0.3, then 0.1
-    assert rows[0]["drops"] == {"faithfulness": [0.90, 0.70], "hallucination": [0.10, 0.30]}
-    assert rows[1]["drops"] == {"hallucination": [0.10, 0.40]}
+    assert rows[0]["drops"] == {"faithfulness": [0.90, 0.70], frr: [0.10, 0.30]}
+    assert rows[1]["drops"] == {frr: [0.10, 0.40]}
     assert rows[2]["drops"] == {"faithfulness": [0.90, 0.80]}
 
 
@@ -129,7 +132,8 @@ ATTRIBUTION = [
     ("lost without metric drop, faithfulness fell", "lost2", {"faithfulness": [0.9, 0.5]}, "both"),
     ("retrieval fine, faithfulness fell", "fine", {"faithfulness": [0.9, 0.5]}, "unfaithful generation"),
     ("retrieval fine, deepeval faithfulness fell", "fine", {"deepeval/faithfulness": [0.9, 0.5]}, "unfaithful generation"),
-    ("retrieval fine, hallucination rose", "fine", {"hallucination": [0.1, 0.5]}, "unfaithful generation"),
+    ("retrieval fine, hallucination score fell", "fine", {"hallucination": [0.9, 0.5]}, "unfaithful generation"),
+    ("retrieval fine, deepeval hallucination fell", "fine", {"deepeval/hallucination": [0.9, 0.5]}, "unfaithful generation"),
     ("retrieval fine, relevancy fell", "fine", {"answer_relevancy": [0.9, 0.5]}, "answer quality"),
     ("retrieval fine, correctness fell", "fine", {"answer_correctness": [0.9, 0.5]}, "answer quality"),
 ]

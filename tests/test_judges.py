@@ -393,7 +393,8 @@ def test_prompt_fingerprints_follow_the_prompt_text(monkeypatch: pytest.MonkeyPa
     ("gpt-4-0613", False), ("gpt-3.5-turbo-0125", False), ("gemini-1.5-pro-002", False),
     ("mistral-large-2407", False), ("command-r-plus-08-2024", False), ("mistral-7b-instruct-v0.3", False),
     ("anthropic.claude-3-haiku-20240307-v1:0", False), ("claude-3-haiku@20240307", False),
-    ("llama3@sha256:0123456789abcdef", False), ("openai/gpt-4o-2024-08-06", False),
+    ("llama3@sha256:0123456789abcdef", False), ("llama3:365fb6b4f1a8", False), ("qwen2.5:7b-instruct-q4_K_M", True),
+    ("openai/gpt-4o-2024-08-06", False),
 ])
 def test_is_floating_model(name: str, floating: bool) -> None:
     assert is_floating_model(name) is floating

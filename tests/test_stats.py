@@ -79,8 +79,8 @@ def test_changed_counts_cases_that_differ_at_all():
     [
         (True, 0.9, 0.8, True),  # faithfulness fell: worse
         (True, 0.8, 0.9, False),  # faithfulness rose: better
-        (False, 0.1, 0.2, True),  # hallucination rose: worse
-        (False, 0.2, 0.1, False),  # hallucination fell: better
+        (False, 0.1, 0.2, True),  # false rejection rate rose: worse
+        (False, 0.2, 0.1, False),  # false rejection rate fell: better
     ],
 )
 def test_direction(higher_is_better, ref, cur, worse):
@@ -121,7 +121,7 @@ AGREEMENT = [
 @pytest.mark.parametrize(("n", "drop", "sigma", "seed"), AGREEMENT)
 def test_p_value_agrees_with_normal_approximation(n, drop, sigma, seed):
     ref, cur = noisy_pair(n, drop, sigma, seed)
-    drops = [r - c for r, c in zip(ref, cur)]
+    drops = [r - c for r, c in zip(ref, cur, strict=True)]
     expected = normal_p(drops)
     r = paired_bootstrap(ref, cur, resamples=5000, seed=seed)
     assert r.mean_drop == pytest.approx(sum(drops) / n)
@@ -132,7 +132,7 @@ def test_p_value_agrees_with_normal_approximation(n, drop, sigma, seed):
 def test_p_value_agrees_with_scipy_t_test(n, drop, sigma, seed):
     scipy_stats = pytest.importorskip("scipy.stats")
     ref, cur = noisy_pair(n, drop, sigma, seed)
-    drops = [r - c for r, c in zip(ref, cur)]
+    drops = [r - c for r, c in zip(ref, cur, strict=True)]
     expected = float(scipy_stats.ttest_1samp(drops, 0.0, alternative="greater").pvalue)
     r = paired_bootstrap(ref, cur, resamples=5000, seed=seed)
     assert abs(r.p_value - expected) < 0.04, (r.p_value, expected)
@@ -140,7 +140,7 @@ def test_p_value_agrees_with_scipy_t_test(n, drop, sigma, seed):
 
 def test_agreement_cases_are_not_trivial():
     """The table above must exercise the middle of the p range, where a wrong formula would show."""
-    ps = [normal_p([r - c for r, c in zip(*noisy_pair(n, d, s, seed))]) for n, d, s, seed in AGREEMENT]
+    ps = [normal_p([r - c for r, c in zip(*noisy_pair(n, d, s, seed), strict=True)]) for n, d, s, seed in AGREEMENT]
     assert min(ps) < 0.1 and max(ps) > 0.3
     assert sum(1 for p in ps if 0.01 < p < 0.9) >= 5
 

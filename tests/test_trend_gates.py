@@ -10,6 +10,7 @@ import pytest
 from gate.gates import DEFAULT_CONFIDENCE, GateDecision, Reference, decide
 from gate.history import entry_from_report
 from gate.judged import judged_gates
+from gate.metrics import higher_is_better
 from gate.stats import PairedResult
 
 TREND = {"trend": {"window": 7, "max_drop": 0.03}}
@@ -39,9 +40,9 @@ TREND_TABLE = [
     ("improvement", TREND, 0.95, Reference(0.85, runs=7), True, "pass", "difference of means"),
     ("3% of 0.80 is 0.024: drop 0.02", TREND_PCT, 0.78, Reference(0.80, runs=3), True, "pass", "difference of means"),
     ("3% of 0.80 is 0.024: drop 0.03", TREND_PCT, 0.77, Reference(0.80, runs=3), True, "fail", "difference of means"),
-    ("hallucination rose 0.04", TREND, 0.14, Reference(0.10, runs=7), False, "fail", "difference of means"),
-    ("hallucination rose 0.02", TREND, 0.12, Reference(0.10, runs=7), False, "pass", "difference of means"),
-    ("hallucination fell 0.08", TREND, 0.02, Reference(0.10, runs=7), False, "pass", "difference of means"),
+    ("lower-is-better rose 0.04", TREND, 0.14, Reference(0.10, runs=7), False, "fail", "difference of means"),
+    ("lower-is-better rose 0.02", TREND, 0.12, Reference(0.10, runs=7), False, "pass", "difference of means"),
+    ("lower-is-better fell 0.08", TREND, 0.02, Reference(0.10, runs=7), False, "pass", "difference of means"),
     ("paired evidence over no cases falls back", TREND, 0.81, Reference(0.85, paired(0.0, 1.0, n=0), runs=7), True, "fail",
      "difference of means"),
 ]
@@ -84,8 +85,8 @@ PAIRED_TABLE = [
     ("means disagree, pairs unchanged", {}, 0.70, 0.85, paired(0.0, 1.0), True, "pass"),
     # means say fine, but the paired cases dropped significantly
     ("means fine, pairs dropped", {}, 0.85, 0.85, paired(0.06, 0.001), True, "fail"),
-    ("hallucination rose on the pairs", {}, 0.16, 0.10, paired(0.06, 0.001), False, "fail"),
-    ("hallucination fell on the pairs", {}, 0.04, 0.10, paired(-0.06, 1.0), False, "pass"),
+    ("lower-is-better rose on the pairs", {}, 0.16, 0.10, paired(0.06, 0.001), False, "fail"),
+    ("lower-is-better fell on the pairs", {}, 0.04, 0.10, paired(-0.06, 1.0), False, "pass"),
 ]
 
 
@@ -108,7 +109,7 @@ def test_paired_rules(kind, extra, value, ref, evidence, hib, status):
 
 
 def test_paired_detail_says_rise_for_lower_is_better_and_reports_p():
-    d = decide("generation", "hallucination", DROP, 0.16, Reference(0.10, paired(0.06, 0.001)), higher_is_better=False)
+    d = decide("robustness", "false_rejection_rate", DROP, 0.16, Reference(0.10, paired(0.06, 0.001)), higher_is_better=False)
     c = check(d, "max_drop")
     assert "rise 0.06" in c.detail and "p = 0.001" in c.detail and "significant at 0.99" in c.detail
     assert "vs baseline" in c.detail
@@ -147,7 +148,7 @@ N_CASES = 40
 
 def base_scores(metric: str = "faithfulness") -> dict[str, float]:
     rng = random.Random(7)
-    if metric == "hallucination":
+    if not higher_is_better(metric):
         return {f"q{i:02d}": round(rng.uniform(0.0, 0.3), 3) for i in range(N_CASES)}
     return {f"q{i:02d}": round(rng.uniform(0.7, 1.0), 3) for i in range(N_CASES)}
 
@@ -161,7 +162,7 @@ def stage_of(scores: dict[str, float], metric: str = "faithfulness") -> dict[str
     }
 
 
-def history_of(scores: dict[str, float], metric: str = "faithfulness", runs: int = 7) -> list[dict[str, Any]]:
+def history_of(scores: dict[str, float], metric: str = "faithfulness", runs: int = 7, stage: str = "generation") -> list[dict[str, Any]]:
     """Default-branch runs through the real entry_from_report; each rejudged 3 changed cases with a little noise."""
     rng = random.Random(99)
     entries = []
@@ -169,15 +170,15 @@ def history_of(scores: dict[str, float], metric: str = "faithfulness", runs: int
         run_scores = dict(scores)
         for cid in rng.sample(sorted(scores), 3):
             run_scores[cid] = min(1.0, max(0.0, run_scores[cid] + rng.gauss(0.0, 0.03)))
-        report = {"verdict": "pass", "run": {"commit": f"c{r}"}, "stages": {"generation": stage_of(run_scores, metric)}}
+        report = {"verdict": "pass", "run": {"commit": f"c{r}"}, "stages": {stage: stage_of(run_scores, metric)}}
         entries.append(entry_from_report(report, branch="main"))
     return entries
 
 
 def gen_decision(current: dict[str, float], history: list[dict[str, Any]], metric: str = "faithfulness",
-                 gate: dict[str, Any] | None = None) -> GateDecision:
+                 gate: dict[str, Any] | None = None, stage: str = "generation") -> GateDecision:
     gates = {metric: gate or TREND}
-    (d,) = judged_gates("generation", stage_of(current, metric), gates, None, history, None)
+    (d,) = judged_gates(stage, stage_of(current, metric), gates, None, history, None)
     return d
 
 
@@ -227,14 +228,20 @@ def test_seed_noise_that_means_alone_would_flag_passes_with_pairs():
     assert d.status == "fail" and d.method == "difference of means"
 
 
-def test_seed_hallucination_direction():
-    scores = base_scores("hallucination")
+@pytest.mark.parametrize(("stage", "metric", "lower_is_better"),
+                         [("generation", "faithfulness", False), ("robustness", "false_rejection_rate", True)])
+def test_seed_direction_end_to_end(stage, metric, lower_is_better):
+    """The paired test takes the metric's direction: for a lower-is-better metric a rise fails."""
+    assert higher_is_better(metric) is not lower_is_better
+    scores = base_scores(metric)
     hit = sorted(scores)[::3]
-    worse = {cid: (v + 0.15 if cid in hit else v) for cid, v in scores.items()}
-    better = {cid: (max(0.0, v - 0.15) if cid in hit else v) for cid, v in scores.items()}
-    history = history_of(scores, "hallucination")
-    assert gen_decision(worse, history, "hallucination").status == "fail"
-    assert gen_decision(better, history, "hallucination").status == "pass"
+    up = {cid: (v + 0.15 if cid in hit else v) for cid, v in scores.items()}
+    down = {cid: (v - 0.15 if cid in hit else v) for cid, v in scores.items()}
+    worse, better = (up, down) if lower_is_better else (down, up)
+    history = history_of(scores, metric, stage=stage)
+    assert gen_decision(worse, history, metric, stage=stage).status == "fail"
+    assert gen_decision(better, history, metric, stage=stage).status == "pass"
+    assert gen_decision(better, history, metric, stage=stage).method == "paired bootstrap"
 
 
 def test_seed_without_history_the_trend_is_skipped():

@@ -48,6 +48,7 @@ class JudgeSettings:
     concurrency: int = 16
     embeddings_model: str | None = None
     max_judge_calls: int | None = None
+    max_tokens: int | None = None  # cap on each judge reply (None: the engine's default)
     prices: dict[str, float] = field(default_factory=dict)  # input_per_million, output_per_million
 
 
@@ -79,3 +80,6 @@ def telemetry_off() -> None:
         os.environ["RAGAS_DO_NOT_TRACK"] = "true"
         os.environ["DEEPEVAL_TELEMETRY_OPT_OUT"] = "1"
         os.environ.setdefault("DEEPEVAL_UPDATE_WARNING_OPT_IN", "0")
+    # `import deepeval` would otherwise load the user's .env files and key file into os.environ
+    os.environ.setdefault("DEEPEVAL_DISABLE_DOTENV", "1")
+    os.environ.setdefault("DEEPEVAL_DISABLE_LEGACY_KEYFILE", "1")

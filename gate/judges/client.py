@@ -290,22 +290,4 @@ def _status_detail(error: Any) -> str:
     return _short(message) if message else ""
 
 
-_DATE = re.compile(r"(?<!\d)(\d{4}-\d{2}-\d{2}|\d{8})(?!\d)")
-_SUFFIX = re.compile(r"-(\d{3,4})$|-v\d+(\.\d+)*(:\d+)?$")
-
-
-def is_floating_model(name: str) -> bool:
-    """True for an alias that the provider may point at another model (gpt-4o, claude-3-5-sonnet-latest, llama3).
-
-    Pinned: a date (2024-11-20, 20241022), a 3-4 digit snapshot suffix (gpt-4-0613, gemini-1.5-pro-002,
-    mistral-large-2407), a weights version (mistral-7b-instruct-v0.3) or a content digest (@sha256:...).
-    """
-    text = name.strip().lower()
-    if "@sha256:" in text:
-        return False
-    base = text.rsplit("/", 1)[-1]
-    if base.endswith("latest"):
-        return True
-    if _DATE.search(base):
-        return False
-    return _SUFFIX.search(base) is None
+from gate.judges.models import is_floating_model  # noqa: E402,F401  (re-exported)

@@ -89,7 +89,7 @@ class RagasEngine:
                 json.dumps(prompt.input_model.model_json_schema(), sort_keys=True),
                 json.dumps(prompt.output_model.model_json_schema(), sort_keys=True),
                 prompt._generate_examples(),
-                inspect.getsource(type(prompt).to_string),
+                _source(type(prompt).to_string),
             ]
         digest = hashlib.sha256("\n\x1e".join(parts).encode()).hexdigest()
         return f"ragas/{class_name}/{digest}"
@@ -154,6 +154,13 @@ def _checked(metric: str, value: Any) -> float:
     if not 0.0 <= value <= 1.0:
         raise JudgeError(f"ragas returned {value:g} for {metric}, outside [0, 1]")
     return value
+
+
+def _source(func: Any) -> str:
+    try:
+        return inspect.getsource(func)  # the template that wraps instruction, examples and input
+    except (OSError, TypeError):  # installed without sources
+        return f"{func.__module__}.{func.__qualname__}"
 
 
 def _instructor_version() -> str:
