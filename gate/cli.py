@@ -187,7 +187,10 @@ def cmd_history_record(args: argparse.Namespace) -> int:
     store = LocalHistoryStore(spec.history_path, int(spec.data["history"]["max_entries"]))
     entry = entry_from_report(report, branch=args.branch or current_branch())
     store.append(entry)
-    print(f"recorded {path} in {spec.history_path} ({len(store.read())} entries)")
+    entries = store.read()
+    for warning in store.warnings:
+        print(f"rag-gate: warning: {warning} (kept in the file)", file=sys.stderr)
+    print(f"recorded {path} in {spec.history_path} ({len(entries)} entries)")
     return EXIT_PASS
 
 

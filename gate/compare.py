@@ -46,10 +46,13 @@ def baseline_reference(stage_name: str, stage: Mapping[str, Any], base_stage: Ma
     return Reference(value, _paired(case_scores(base_stage or {}, metric), case_scores(stage, metric), metric))
 
 
-def trend_reference(stage_name: str, stage: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], metric: str) -> Reference | None:
-    """Mean of the metric over the history entries that have it; per-case means for the paired test."""
+def trend_reference(
+    stage_name: str, stage: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], metric: str, window: int = 7
+) -> Reference | None:
+    """Mean of the metric over the last ``window`` history entries that have it; per-case means for the paired test."""
     stages = [e.get("stages", {}).get(stage_name, {}) for e in entries]
-    values = [s["metrics"][metric] for s in stages if isinstance(s.get("metrics", {}).get(metric), (int, float))]
+    stages = [s for s in stages if isinstance(s.get("metrics", {}).get(metric), (int, float))][-window:]
+    values = [s["metrics"][metric] for s in stages]
     if not values:
         return None
     mean = math.fsum(values) / len(values)
@@ -98,7 +101,7 @@ def attribute(
     out = []
     for row in gen_worse:
         rw = retrieval_worse.get(row["id"])
-        missed = bool(rw and (any(x.get("left_top_k") for x in rw.get("lost", [])) or rw.get("drops")))
+        missed = bool(rw and any(x.get("left_top_k") for x in rw.get("lost", [])))  # a relevant id left the top k
         unfaithful = any(m in FAITHFULNESS_LIKE for m in row["drops"])
         label = "both" if missed and unfaithful else "retrieval miss" if missed else "unfaithful generation" if unfaithful else "answer quality"
         out.append({**row, "cause": label, "retrieval": rw.get("lost", []) if rw else []})

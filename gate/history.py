@@ -92,15 +92,19 @@ class LocalHistoryStore:
         return entries
 
     def append(self, entry: dict[str, Any]) -> None:
+        """Add an entry; keep the newest ``max_entries`` lines. Lines this version cannot read (a newer
+        rag-gate's entries, damaged lines) are kept as they are, not dropped."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = self.path.with_name(self.path.name + ".lock")
         with open(lock_path, "a") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
-                entries = self.read() + [entry]
-                kept = entries[-self.max_entries :]
-                write_text(self.path, "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in kept),
-                           what="history")
+                try:
+                    lines = [ln for ln in self.path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+                except FileNotFoundError:
+                    lines = []
+                lines.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+                write_text(self.path, "".join(ln + "\n" for ln in lines[-self.max_entries :]), what="history")
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 

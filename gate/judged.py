@@ -31,7 +31,7 @@ def judged_gates(
             decisions.append(GateDecision(name, metric, "skipped", None, None, None, hib, checks))
             continue
         window = int(gate.get("trend", {}).get("window", 7))
-        trend = trend_reference(name, stage, history[-window:], metric) if "trend" in gate else None
+        trend = trend_reference(name, stage, history, metric, window) if "trend" in gate else None
         decisions.append(
             decide(name, metric, gate, stage["metrics"].get(metric), baseline_reference(name, stage, base_stage, metric), hib, policy, trend)
         )
@@ -65,7 +65,8 @@ def finish_judged_stage(
     # the per-case reference: the baseline's scores, else the history window's per-case means
     ref_stage: Mapping[str, Any] | None = base_stage
     if not ref_stage and history:
-        ref_stage = {"samples": _mean_samples(name, history[-7:])}
+        window = max([int(g["trend"].get("window", 7)) for g in gates.values() if "trend" in g] or [7])
+        ref_stage = {"samples": _mean_samples(name, [e for e in history if name in e.get("stages", {})][-window:])}
     if ref_stage:
         reference = {m: case_scores(ref_stage, m) for m in stage["metrics"]}
         stage["baseline_metrics"] = {m: v for m, v in (base_stage or {}).get("metrics", {}).items() if m in stage["metrics"]}

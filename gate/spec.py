@@ -285,7 +285,7 @@ def _check_judge(spec: Spec) -> list[InputError]:
         f"judge model {judge['model']!r} is a floating alias: when the provider updates it, the scores move without any "
         "change of yours",
         "judge", "model",
-        hint=f"pin a dated version (e.g. {judge['model']}-2024-11-20, as your provider lists it), "
+        hint=f"pin a dated version (e.g. {judge['model'].removesuffix('-latest')}-2024-11-20, as your provider lists it), "
              "or set judge.allow_floating_model: true",
     )]
 

@@ -121,10 +121,11 @@ def test_corrupt_lines_and_other_schema_versions_are_skipped_with_file_and_line(
 def test_appending_to_a_file_with_a_corrupt_line_keeps_the_good_entries(tmp_path):
     path = tmp_path / "history.jsonl"
     path.write_text(json.dumps(entry(1)) + "\n{garbage\n", encoding="utf-8")
-    store = LocalHistoryStore(path)
-    store.append(entry(2))
-    assert [e["commit"] for e in LocalHistoryStore(path).read()] == ["c1", "c2"]
-    assert any(w.startswith(f"{path}:2") for w in store.warnings)
+    LocalHistoryStore(path).append(entry(2))
+    reader = LocalHistoryStore(path)
+    assert [e["commit"] for e in reader.read()] == ["c1", "c2"]
+    assert any(w.startswith(f"{path}:2") for w in reader.warnings)
+    assert "{garbage" in path.read_text(encoding="utf-8")  # kept: a newer rag-gate's line is not ours to delete
 
 
 # --------------------------------------------------------------------------- concurrency

@@ -15,7 +15,7 @@ from gate.judges import JudgeInput
 from gate.judges.cache import CacheStats, JudgeCache, NullCache, cache_key
 
 SPAWN = multiprocessing.get_context("spawn")  # children build their own connections from scratch
-JOIN_TIMEOUT_S = 300  # a hang guard only: the tests assert results, never durations
+JOIN_TIMEOUT_S = 120  # a hang guard only: the tests assert results, never durations
 
 BASE = {
     "engine": "ragas",
