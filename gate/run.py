@@ -18,10 +18,10 @@ from typing import Any
 
 from gate import __version__
 from gate.baseline import load_baseline, mismatched
+from gate.compare import recall_trap
 from gate.errors import EXIT_ERROR, EXIT_FAIL, EXIT_PASS
 from gate.gates import GateDecision, decide, stage_status
 from gate.golden import fingerprint as golden_fingerprint
-from gate.compare import recall_trap
 from gate.golden import groups, load_golden_set
 from gate.history import LocalHistoryStore, window
 from gate.judged import finish_judged_stage

@@ -14,7 +14,6 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-
 NORMAL_ABOVE = 1000  # above this many pairs, a normal approximation replaces resampling
 
 

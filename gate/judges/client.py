@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from typing import Any
 
 from gate.judges import JudgeBudgetExceeded, JudgeError, JudgeSettings
