@@ -229,3 +229,26 @@ def test_baseline_reference_pairs_only_common_cases():
     assert baseline_reference("generation", _report_stage({"a": 0.8}), None, "faithfulness").value is None
     no_overlap = baseline_reference("generation", _report_stage({"new": 0.8}), base, "faithfulness")
     assert no_overlap.value == 0.85 and no_overlap.paired is None
+
+
+# --------------------------------------------------------------------------- self-check verdict
+
+
+@pytest.mark.parametrize(("on_unstable", "max_diff", "status", "warned"), [
+    ("warn", 0.05, "pass", True),
+    ("fail", 0.05, "fail", True),
+    ("fail", 0.01, "pass", False),
+])
+def test_unstable_judge_warns_or_fails(on_unstable: str, max_diff: float, status: str, warned: bool) -> None:
+    from gate.judged import finish_judged_stage
+
+    unstable = ["faithfulness"] if max_diff > 0.02 else []
+    stage = {
+        "status": "pass", "metrics": {"faithfulness": 0.9}, "samples": [{"id": "a", "metrics": {"faithfulness": 0.9}}],
+        "not_evaluated": {},
+        "self_check": {"limit": 0.02, "on_unstable": on_unstable, "cases": 1, "errored": 0, "unstable": unstable,
+                       "metrics": {"faithfulness": {"cases": 1, "max_diff": max_diff, "mean_diff": max_diff}}},
+    }
+    out = finish_judged_stage("generation", stage, {"faithfulness": {"min": 0.5}}, None, [], None, None, {"a": "q"})
+    assert out["status"] == status
+    assert any("judge unstable" in w for w in out["warnings"]) is warned

@@ -123,6 +123,8 @@ def test_no_key_skips_the_judge_metrics(project: Path) -> None:
 
 
 def test_judge_failing_is_an_error_with_reasons(project: Path) -> None:
+    spec = project / "rag-eval.judge.yml"
+    spec.write_text(spec.read_text().replace("  temperature: 0\n", "  temperature: 0\n  max_retries: 1\n"))
     with JudgeServer(faults=[always(status(500))]) as judge:
         proc, report = rag_gate(project, judge.url, "run")
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -141,3 +143,16 @@ def test_floating_model_is_refused(project: Path) -> None:
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "rag-eval.judge.yml:" in proc.stderr and "judge.model" in proc.stderr and "allow_floating_model" in proc.stderr
+
+
+def test_max_judge_calls_stops_the_run(project: Path) -> None:
+    spec = project / "rag-eval.judge.yml"
+    spec.write_text(spec.read_text().replace("max_judge_calls: 3000", "max_judge_calls: 12"))
+    with JudgeServer() as judge:
+        proc, report = rag_gate(project, judge.url, "run")
+        seen = judge.calls
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert seen <= 12  # the budget is enforced before a request is sent
+    assert any("max_judge_calls" in e for e in report["errors"])
+    reasons = [r for s in report["stages"]["generation"]["samples"] for r in s["errors"].values()]
+    assert any("max_judge_calls" in r for r in reasons)

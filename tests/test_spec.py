@@ -185,7 +185,7 @@ def test_env_var_in_a_checked_field_with_a_bad_value_is_reported_without_the_val
     "target, env, line, key, rule",
     [
         ("  python: ${FN}\n", {"FN": "no-colon-here"}, 4, "target.python", "must match"),
-        ("  http:\n    url: https://x\n    timeout_s: ${T}\n", {"T": "5"}, 6, "target.http.timeout_s", "number"),
+        ("  http:\n    url: https://x\n    timeout_s: ${T}\n", {"T": "987654321"}, 6, "target.http.timeout_s", "number"),
         ("  results: ${RESULTS}\n", {"RESULTS": ""}, 4, "target.results", "empty"),
     ],
     ids=["python ref", "number from env", "empty path"],
