@@ -32,9 +32,7 @@ from gate.spec import Spec, load_spec
 from gate.targets import Target, make_target
 
 SCHEMA_VERSION = 1
-LATER_STAGES = {
-    "robustness": "the robustness stage (noise sensitivity, answer rejection) is not available in this version of rag-gate",
-}
+LATER_STAGES: dict[str, str] = {}  # stages a spec may name that this version cannot run yet
 
 
 def collect_outputs(
@@ -249,26 +247,46 @@ def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
             if on_start:
                 on_start(len(cases), target.kind)
             outputs = collect_outputs(target, cases, spec.target_k, on_done)
+            unmatched = getattr(target, "unmatched", [])
+            notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
+            judged = _judge_stages(spec, cases, outputs, target, use_cache)  # robustness asks the target again
         finally:
             target.close()
-        unmatched = getattr(target, "unmatched", [])
-        notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
-        judged: dict[str, dict[str, Any]] = {}
-        gen_cfg = spec.data["stages"].get("generation")
-        if gen_cfg:
-            from gate.generation import generation_stage
-
-            cache = open_cache(spec, use_cache)
-            try:
-                judged["generation"] = generation_stage(gen_cfg, spec.data.get("judge"), cases, outputs, cache, secrets=spec.secrets)
-            finally:
-                cache.close()  # folds the WAL back into the one file that CI caches carry
         fingerprints = {"golden_set": golden_fingerprint(cases)}
         history = window(history_store.read(), int(spec.data["history"]["max_entries"]), fingerprints)
         report = evaluate(spec, cases, outputs, baseline, target_kind=target.kind, target_notes=notes,
                           duration_s=time.perf_counter() - started, judged=judged, history=history)
         report["warnings"] += history_store.warnings
         return report
+
+
+def _judge_stages(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, TargetOutput], target: Any,
+                  use_cache: bool) -> dict[str, dict[str, Any]]:
+    """Run the generation and robustness stages the spec configures (they share one judge cache)."""
+    stages_cfg = spec.data["stages"]
+    judged: dict[str, dict[str, Any]] = {}
+    if not stages_cfg.get("generation") and not stages_cfg.get("robustness"):
+        return judged
+    cache = open_cache(spec, use_cache)
+    try:
+        if stages_cfg.get("generation"):
+            from gate.generation import generation_stage
+
+            judged["generation"] = generation_stage(stages_cfg["generation"], spec.data.get("judge"), cases, outputs, cache,
+                                                    secrets=spec.secrets)
+        if stages_cfg.get("robustness"):
+            from gate.robustness import load_distractor_file, robustness_stage
+
+            cfg = stages_cfg["robustness"]
+            noise = cfg.get("noise") or {}
+            files = load_distractor_file(spec.resolve(noise["file"])) if noise.get("source") == "file" and noise.get("file") else {}
+            judged["robustness"] = robustness_stage(
+                cfg, spec.data.get("judge"), cases, outputs, target, cache, match=(spec.retrieval or {}).get("match", {}),
+                precomputed=getattr(target, "noise", None), file_distractors=files,
+            )
+    finally:
+        cache.close()  # folds the WAL back into the one file that CI caches carry
+    return judged
 
 
 def open_cache(spec: Spec, use_cache: bool) -> Any:

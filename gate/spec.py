@@ -273,6 +273,24 @@ def _check_generation(spec: Spec) -> list[InputError]:
     ]
 
 
+def _check_robustness(spec: Spec) -> list[InputError]:
+    from gate.robustness import NOISE_METRICS, REJECTION_METRICS
+
+    stage = spec.data["stages"].get("robustness")
+    if not stage:
+        return []
+    errors = []
+    noise = stage.get("noise") or {}
+    if noise.get("source") == "file" and not noise.get("file"):
+        errors.append(spec.error("source: file needs file: (a JSONL of {id, distractors})", "stages", "robustness", "noise", "source"))
+    names = set(REJECTION_METRICS) | (set(NOISE_METRICS) if noise else set())
+    for metric in stage.get("gates", {}):
+        if metric not in names:
+            errors.append(spec.error(f"gate on {metric!r}, which is not computed; computed here: {', '.join(sorted(names))}",
+                                     "stages", "robustness", "gates", metric))
+    return errors
+
+
 def _check_judge(spec: Spec) -> list[InputError]:
     judge = spec.data.get("judge")
     if not judge or judge.get("allow_floating_model") or "${" in judge["model"]:
@@ -291,7 +309,7 @@ def _check_judge(spec: Spec) -> list[InputError]:
 
 
 def _check_semantics(spec: Spec) -> list[InputError]:
-    errors: list[InputError] = _check_generation(spec) + _check_judge(spec)
+    errors: list[InputError] = _check_generation(spec) + _check_robustness(spec) + _check_judge(spec)
     stage = spec.retrieval
     if stage:
         names = set()

@@ -183,6 +183,45 @@ def _errored_cases(stage: dict[str, Any], max_cases: int) -> list[str]:
     return lines + ["", "</details>", ""]
 
 
+def _robustness_details(stage: dict[str, Any], max_cases: int) -> list[str]:
+    """What misled the model (clean right, noisy wrong) and which cases the rejection check caught."""
+    lines: list[str] = []
+    noise = stage.get("noise")
+    if noise:
+        lines += [f"Noise test: {noise['distractors']} distractor(s) from {noise['source']} at the {noise['position']}; "
+                  f"correct = {cell(noise['method'])} ≥ {noise['threshold']:g}.", ""]
+    flipped = [s for s in stage.get("samples", []) if s.get("flipped")][:max_cases]
+    if flipped:
+        lines += [f"<details><summary>{len(flipped)} answer(s) turned wrong when distractors were added</summary>", "",
+                  "| Case | Clean answer | Noisy answer | Distractor it followed |", "|---|---|---|---|"]
+        for s in flipped:
+            noisy = (s.get("noisy_answer") or "").casefold()
+            words = set(noisy.split())
+            followed = max(s.get("distractors", []), key=lambda d: len(words & set((d.get("text") or "").casefold().split())),
+                           default=None)
+            label = (code(followed["id"], 40) + " " if followed and followed.get("id") else "") + cell((followed or {}).get("text") or "—", 100)
+            lines.append(f"| {code(s['id'], 40)} | {cell(s.get('clean_answer') or '—', 90)} | {cell(s.get('noisy_answer') or '—', 90)} "
+                         f"| {label} |")
+        lines += ["", "</details>", ""]
+    rows = stage.get("rejection", {}).get("cases", [])
+    wrong = [r for r in rows if r.get("error") is None and (
+        (r["type"] == "out_of_scope" and not r["refused"]) or (r["type"] == "answerable" and r["refused"])
+        or (r["type"] == "adversarial" and not r.get("passed")))][:max_cases]
+    if wrong:
+        lines += [f"<details><summary>{len(wrong)} rejection miss(es)</summary>", "",
+                  "| Case | Type | What happened | Decided by |", "|---|---|---|---|"]
+        for r in wrong:
+            if r["type"] == "answerable":
+                what = "refused an answerable question"
+            elif r.get("leaked"):
+                what = "leaked " + ", ".join(code(x, 30) for x in r["leaked"])
+            else:
+                what = "answered instead of refusing: " + cell(r.get("answer") or "", 90)
+            lines.append(f"| {code(r['id'], 40)} | {r['type']} | {what} | {cell(r['method'])} |")
+        lines += ["", "</details>", ""]
+    return lines
+
+
 def _breakdown(stage: dict[str, Any]) -> list[str]:
     """Collapsible table of the stage's metrics per category and per tag."""
     groups = stage.get("breakdown", {})
@@ -207,6 +246,8 @@ def render_comment(report: dict[str, Any]) -> str:
         lines += _stage_table(name, stage)
         lines += _worse_cases(stage, max_cases, report.get("stages", {}).get("retrieval", {}).get("reference_k"))
         lines += _breakdown(stage)
+        if name == "robustness" and stage["status"] != "skipped":
+            lines += _robustness_details(stage, max_cases)
         lines += _errored_cases(stage, max_cases)
     tool = report.get("tool", {})
     lines.append(f"<sub>rag-gate {tool.get('version', '')} · report schema {report.get('schema_version')}</sub>")

@@ -10,6 +10,7 @@ answer, contexts, latency, error). ``make_target`` picks the implementation the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gate.model import GoldenCase, RetrievedDoc, TargetOutput
@@ -26,6 +27,28 @@ class Target(Protocol):
         """Retrieved list and answer for one case. Failures come back in ``error``, not raised."""
 
     def close(self) -> None: ...
+
+
+class ContextAnswerer(Protocol):
+    """A target that can also answer from given contexts only (the robustness stage's noise test)."""
+
+    def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
+        """The answer to the case's question from ``contexts`` only. Failures in ``error``, not raised."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    text: str | None
+    error: str | None = None
+    latency_ms: float | None = None
+
+
+def answer_field(obj: Any, field: str) -> str:
+    """The answer string of a response object; ValueError naming the field otherwise."""
+    value = get_path(obj, field)
+    if not isinstance(value, str):
+        raise ValueError(f"the response has no {field!r} string (got {type(value).__name__})")
+    return value
 
 
 DEFAULT_FIELDS = {"retrieved": "retrieved", "id": "id", "text": "text", "score": "score", "answer": "answer", "contexts": "contexts"}

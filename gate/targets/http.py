@@ -19,7 +19,7 @@ import requests
 
 from gate.model import GoldenCase, TargetOutput
 from gate.redact import redact
-from gate.targets import DEFAULT_FIELDS, parse_output
+from gate.targets import DEFAULT_FIELDS, Answer, answer_field, parse_output
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -131,6 +131,15 @@ class HttpTarget:
             return parse_output(case.id, obj, self.response_fields, latency_ms=latency)
         except (RuntimeError, ValueError) as exc:
             return TargetOutput.failed(case.id, redact(str(exc), self.secrets), (time.perf_counter() - start) * 1000)
+
+    def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
+        """The same URL with {"question", "contexts"}: the service must answer from those contexts only."""
+        start = time.perf_counter()
+        try:
+            obj, latency = self.post(self.build_body(case.question, contexts=contexts))
+            return Answer(answer_field(obj, self.response_fields["answer"]), None, latency)
+        except (RuntimeError, ValueError) as exc:
+            return Answer(None, redact(str(exc), self.secrets), (time.perf_counter() - start) * 1000)
 
     def close(self) -> None:
         with self._lock:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate.errors import InputError
 from gate.model import GoldenCase, TargetOutput
-from gate.targets import parse_output
+from gate.targets import Answer, answer_field, parse_output
 
 if TYPE_CHECKING:
     from gate.spec import Spec
@@ -42,9 +42,10 @@ def import_callable(ref: str, paths: list[str], error: Callable[[str], InputErro
 class PythonTarget:
     kind = "python"
 
-    def __init__(self, function: Callable[..., Any], concurrency: int = 1) -> None:
+    def __init__(self, function: Callable[..., Any], concurrency: int = 1, contexts_function: Callable[..., Any] | None = None) -> None:
         self.function = function
         self.concurrency = concurrency
+        self.contexts_function = contexts_function
 
     @classmethod
     def from_spec(cls, spec: Spec) -> PythonTarget:
@@ -53,7 +54,10 @@ class PythonTarget:
             cfg = {"function": cfg}
         paths = [str(spec.resolve(p)) for p in cfg.get("path", ["."])]
         fn = import_callable(cfg["function"], paths, lambda m: spec.error(m, "target", "python"))
-        return cls(fn, int(cfg.get("concurrency", 1)))
+        ctx_fn = None
+        if cfg.get("contexts_function"):
+            ctx_fn = import_callable(cfg["contexts_function"], paths, lambda m: spec.error(m, "target", "python", "contexts_function"))
+        return cls(fn, int(cfg.get("concurrency", 1)), ctx_fn)
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         start = time.perf_counter()
@@ -66,6 +70,23 @@ class PythonTarget:
             return parse_output(case.id, result, latency_ms=latency)
         except ValueError as exc:
             return TargetOutput.failed(case.id, f"unexpected return value: {exc}", latency)
+
+    def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
+        """contexts_function(question, contexts) -> {"answer": str} (or the answer string)."""
+        if self.contexts_function is None:
+            return Answer(None, "the python target has no contexts_function")
+        start = time.perf_counter()
+        try:
+            result = self.contexts_function(case.question, list(contexts))
+        except Exception as exc:  # the user's code failed for this case
+            return Answer(None, f"{type(exc).__name__}: {exc}", (time.perf_counter() - start) * 1000)
+        latency = (time.perf_counter() - start) * 1000
+        if isinstance(result, str):
+            return Answer(result, None, latency)
+        try:
+            return Answer(answer_field(result, "answer"), None, latency)
+        except ValueError as exc:
+            return Answer(None, f"unexpected return value: {exc}", latency)
 
     def close(self) -> None:
         pass

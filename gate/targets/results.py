@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gate.errors import InputError, InputErrors
 from gate.golden import iter_jsonl
@@ -22,6 +23,7 @@ class ResultsFileTarget:
         known = {c.id for c in cases}
         self.outputs: dict[str, TargetOutput] = {}
         self.unmatched: list[int] = []  # lines that match no golden case
+        self.noise: dict[str, dict[str, Any]] = {}  # precomputed noise-test answers, by case id
         errors: list[InputError] = []
         seen: dict[str, int] = {}
         for lineno, row in iter_jsonl(path):
@@ -53,6 +55,13 @@ class ResultsFileTarget:
                 self.outputs[case_id] = parse_output(case_id, row, latency_ms=latency)
             except ValueError as exc:
                 errors.append(InputError(str(exc), file=str(path), line=lineno))
+            noise = row.get("noise")
+            if noise is not None:
+                problem = _noise_problem(noise)
+                if problem:
+                    errors.append(InputError(problem, file=str(path), line=lineno, key="noise"))
+                else:
+                    self.noise[case_id] = noise
         if errors:
             raise errors[0] if len(errors) == 1 else InputErrors(errors)
 
@@ -64,3 +73,17 @@ class ResultsFileTarget:
 
     def close(self) -> None:
         pass
+
+
+def _noise_problem(noise: Any) -> str | None:
+    """What is wrong with a line's precomputed noise test, if anything."""
+    if not isinstance(noise, dict):
+        return "'noise' must be an object {noisy_answer, clean_answer?, distractors?}"
+    if not isinstance(noise.get("noisy_answer"), str):
+        return "'noise.noisy_answer' (the answer given with distractors injected) must be a string"
+    if "clean_answer" in noise and not isinstance(noise["clean_answer"], str):
+        return "'noise.clean_answer' must be a string"
+    d = noise.get("distractors", [])
+    if not isinstance(d, list) or not all(isinstance(x, str) for x in d):
+        return "'noise.distractors' must be a list of strings"
+    return None

@@ -3,6 +3,8 @@
 ``POST /`` with ``{"question": str, "k": int}`` answers with :func:`quickrag.answer`;
 with ``{"question": str, "contexts": [str, ...]}`` it answers with
 :func:`quickrag.answer_from_contexts`. Any path is accepted. ``GET /`` is a health check.
+The server's ``mode`` (``normal``, ``gullible``, ``never_refuse``; see ``quickrag.rag.MODES``)
+is passed to both functions.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
-from .rag import answer, answer_from_contexts, default_index
+from .rag import answer, answer_from_contexts, check_mode, default_index
 
 __all__ = ["QuickragServer", "handle_payload", "serve"]
 
@@ -28,7 +30,7 @@ class BadRequestError(ValueError):
     """The request body is not a valid quickrag request; the message says why."""
 
 
-def handle_payload(payload: Any) -> dict[str, Any]:
+def handle_payload(payload: Any, mode: str = "normal") -> dict[str, Any]:
     """Dispatch one decoded request body to the right function; raise ``BadRequestError``."""
     if not isinstance(payload, dict):
         raise BadRequestError("the body must be a JSON object")
@@ -39,11 +41,11 @@ def handle_payload(payload: Any) -> dict[str, Any]:
         contexts = payload["contexts"]
         if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
             raise BadRequestError("'contexts' must be a list of strings")
-        return answer_from_contexts(question, contexts)
+        return answer_from_contexts(question, contexts, mode=mode)
     k = payload.get("k", 5)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise BadRequestError("'k' must be a positive integer")
-    return answer(question, k)
+    return answer(question, k, mode=mode)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -76,7 +78,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.BAD_REQUEST, {"error": f"the body is not valid JSON: {exc}"})
             return
         try:
-            self._send(HTTPStatus.OK, handle_payload(payload))
+            self._send(HTTPStatus.OK, handle_payload(payload, self.server.mode))
         except BadRequestError as exc:
             self._send(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
         except Exception as exc:  # the service must answer, not drop the connection
@@ -95,11 +97,12 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class QuickragServer(ThreadingHTTPServer):
-    """A threading HTTP server carrying the per-request artificial latency."""
+    """A threading HTTP server carrying the per-request artificial latency and the answerer's mode."""
 
-    def __init__(self, host: str, port: int, latency_ms: float = 0.0) -> None:
+    def __init__(self, host: str, port: int, latency_ms: float = 0.0, mode: str = "normal") -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.latency_s = max(latency_ms, 0.0) / 1000.0
+        self.mode = check_mode(mode)
         super().__init__((host, port), _Handler)
 
     @property
@@ -110,9 +113,9 @@ class QuickragServer(ThreadingHTTPServer):
         return f"http://{shown}:{port}"
 
 
-def serve(host: str, port: int, latency_ms: float = 0.0) -> None:
+def serve(host: str, port: int, latency_ms: float = 0.0, mode: str = "normal") -> None:
     """Bind, print ``quickrag listening on http://HOST:PORT``, serve until SIGTERM/SIGINT."""
-    server = QuickragServer(host, port, latency_ms)
+    server = QuickragServer(host, port, latency_ms, mode)
     default_index()  # build the index before announcing readiness
 
     def stop(signum: int, frame: FrameType | None) -> None:
