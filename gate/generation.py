@@ -20,7 +20,8 @@ from gate.judges import Engine, JudgeBudgetExceeded, JudgeError, JudgeInput, Jud
 from gate.model import GoldenCase, TargetOutput
 from gate.sampling import select_sample
 
-RAGAS_METRICS = frozenset({"faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness"})
+RAGAS_METRICS = frozenset({"faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness",
+                           "noise_sensitivity_relevant", "noise_sensitivity_irrelevant"})
 DEEPEVAL_METRICS = frozenset(
     {"faithfulness", "answer_relevancy", "context_precision", "context_recall", "context_relevancy", "hallucination"}
 )

@@ -67,7 +67,8 @@ def parse_metric(name: str) -> MetricName:
 
 def higher_is_better(name: str) -> bool:
     """Direction of a metric by name; unknown names (judge metrics) count as higher-better."""
-    lower = {"false_rejection_rate"} | set(HEALTH_METRICS)  # deepeval 4's hallucination is higher-is-better
+    # deepeval 4's hallucination is higher-is-better; ragas's noise sensitivity (share of misled claims) is not
+    lower = {"false_rejection_rate", "noise_sensitivity_relevant", "noise_sensitivity_irrelevant"} | set(HEALTH_METRICS)
     return name not in lower
 
 

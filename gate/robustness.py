@@ -353,8 +353,8 @@ def _noise_part(
                 chosen[c.id] = []
             else:
                 chosen[c.id] = [{"id": f"generated-{i + 1}", "text": t} for i, t in enumerate(got)]
-    for c in sample:
-        if rows[c.id]["error"] is None and not chosen[c.id]:
+    for c in sample:  # precomputed answers need no distractor text (it is optional on the results line)
+        if rows[c.id]["error"] is None and not chosen[c.id] and precomputed is None:
             rows[c.id]["error"] = "no distractor available for this case"
 
     # 2. clean and noisy answers

@@ -5,11 +5,18 @@ of the OpenAI API, and answers the prompts of ragas 0.4 and deepeval 4 determini
 with a simple, real heuristic, so that scores mean something:
 
 - statements / claims / truths are the sentences of the text they are drawn from;
-- a statement is supported by a text when most of its content words occur in the text;
+- a statement is supported by a text when most of its content words occur in the text, every
+  number in it occurs in the text, and it is negated ("not", "never", "cannot", ...) exactly
+  when the text's closest sentence is (so "8 hours" vs "9 hours", or "can" vs "cannot", conflict);
 - a statement is relevant to a question when it shares most of the question's content words;
 - the question generated for answer relevancy is the answer's first sentence;
 - embeddings are a hashed bag of content words (64 dimensions, unit length), so texts that
-  share words are similar; ``encoding_format: "base64"`` gets little-endian float32.
+  share words are similar; ``encoding_format: "base64"`` gets little-endian float32;
+- ragas's NoiseSensitivity sends the very prompts of Faithfulness (statements, then NLI
+  verdicts against each context and against the reference): the same two matchers answer it;
+- rag-gate's own prompts (gate/judges/prompts.py): a distractor is the ground truth with its
+  first number raised by 1 + len(already_written) (else a negation flipped) plus a neutral
+  sentence; a refusal is an answer containing "don't know", "not found", "cannot", "无法", ...
 
     with JudgeServer(latency=0.2) as judge:
         ...  # judge.url ("http://127.0.0.1:PORT/v1"), judge.requests, judge.calls, judge.max_in_flight
@@ -113,10 +120,30 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.strip()]
 
 
+_NEGATION = re.compile(r"\b(?:not|no|never|none|cannot)\b|n't\b", re.IGNORECASE)
+
+
+def negated(text: str) -> bool:
+    return bool(_NEGATION.search(text.replace("\u2019", "'")))
+
+
+def numbers(text: str) -> set[str]:
+    return set(re.findall(r"[0-9]+", text))
+
+
 def supported(claim: str, text: str, threshold: float = 0.6) -> bool:
-    """Most of the claim's content words occur in the text."""
+    """Most of the claim's content words occur in the text, with the same numbers and the same polarity.
+
+    A number of the claim missing from the text, or a negation that the text's closest sentence
+    does not share (or the reverse), makes the claim unsupported: it conflicts with the text.
+    """
     cw = words(claim)
-    return bool(cw) and len(cw & words(text)) / len(cw) >= threshold
+    if not cw or len(cw & words(text)) / len(cw) < threshold:
+        return False
+    if not numbers(claim) <= numbers(text):
+        return False
+    closest = max(sentences(text) or [text], key=lambda s: len(cw & words(s)))
+    return negated(claim) == negated(closest)
 
 
 def relevant(statement: str, question: str, threshold: float = 0.5) -> bool:
@@ -274,11 +301,58 @@ def _de_geval_score(p: str) -> Any:
             "score": round(10 * frac)}
 
 
+def _rag_gate_input(p: str) -> dict[str, Any]:
+    return json.loads(p.rsplit("\nInput:\n", 1)[1])
+
+
+def conflicting(truth: str, shift: int = 1) -> str:
+    """The ground truth made wrong: its first number raised by ``shift``, else its negation flipped."""
+    m = re.search(r"[0-9]+", truth)
+    if m:
+        return truth[: m.start()] + str(int(m.group()) + shift) + truth[m.end():]
+    for pattern, replacement in _FLIPS:
+        flipped, n = re.subn(pattern, replacement, truth, count=1, flags=re.IGNORECASE)
+        if n:
+            return flipped
+    return "It is not true that " + truth[:1].lower() + truth[1:]
+
+
+_FLIPS = [  # the first that matches flips the statement's polarity
+    (r"\bcan(?:not|'t|\u2019t)", "can"), (r"\bwon(?:'t|\u2019t)", "will"), (r"n(?:'t|\u2019t)\b", ""), (r"\s+not\b", ""),
+    (r"\bnever\b", "always"),
+    (r"\b(is|are|was|were|can|will|does|do|did|has|have|should|must|may)\b", r"\1 not"),
+]
+
+
+_NEUTRAL = ["This has been the rule since the last review.", "Staff confirm this at every desk.",
+            "The same applies all year round."]
+
+
+def _rg_distractor(p: str) -> Any:
+    inp = _rag_gate_input(p)
+    n = len(inp.get("already_written") or [])
+    wrong = conflicting(inp["ground_truth"].strip(), 1 + n)
+    if not wrong.endswith((".", "!", "?")):
+        wrong += "."
+    return {"passage": f"{wrong} {_NEUTRAL[n % len(_NEUTRAL)]}"}
+
+
+REFUSAL_MARKERS = ("don't know", "do not know", "not found", "cannot", "can't", "unable to", "no information",
+                   "not available", "无法", "未找到", "依据不足", "不知道")
+
+
+def _rg_refusal(p: str) -> Any:
+    answer = _rag_gate_input(p)["answer"].lower().replace("\u2019", "'")
+    return {"refuses": any(marker in answer for marker in REFUSAL_MARKERS)}
+
+
 def _reason(p: str) -> Any:
     return {"reason": "The score is what it is because of the verdicts."}
 
 
 MATCHERS: list[tuple[str, str, Callable[[str], Any]]] = [
+    ("rag-gate/distractor", "Task: write ONE distractor passage", _rg_distractor),
+    ("rag-gate/refusal", "Task: decide whether an answer given by a question-answering system declines", _rg_refusal),
     ("ragas/statements", "Given a question and an answer, analyze the complexity of each sentence", _ragas_statements),
     ("ragas/nli", "Your task is to judge the faithfulness of a series of statements", _ragas_nli),
     ("ragas/question", "Generate a question for the given answer and identify if the answer is noncommittal", _ragas_question),

@@ -12,7 +12,7 @@ import pytest
 
 from gate.errors import EXIT_INPUT, InputError
 from gate.judges import JudgeInput
-from gate.judges.cache import CacheStats, JudgeCache, NullCache, cache_key
+from gate.judges.cache import CacheStats, JudgeCache, NullCache, cache_key, text_cache_key
 
 SPAWN = multiprocessing.get_context("spawn")  # children build their own connections from scratch
 JOIN_TIMEOUT_S = 120  # a hang guard only: the tests assert results, never durations
@@ -297,4 +297,104 @@ def test_null_cache_never_stores(tmp_path):
     assert cache.stats() == CacheStats(entries=0, hits=0, misses=3)
     with pytest.raises(ValueError):
         cache.put("k", float("nan"), {})
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- judge-written texts (distractor passages, refusal verdicts) ---
+
+TEXT_BASE = {
+    "kind": "distractor",
+    "prompt_fingerprint": "distractor v1",
+    "model": "gpt-4o-2024-11-20",
+    "temperature": 0.0,
+    "payload": {"question": "What is the capital?", "ground_truth": "Paris", "context": "Paris is the capital."},
+}
+
+
+def _text_key(**changes) -> str:
+    return text_cache_key(**{**TEXT_BASE, **changes})
+
+
+@pytest.mark.parametrize("changes", [
+    {"kind": "refusal"},
+    {"prompt_fingerprint": "distractor v2"},
+    {"model": "gpt-4o-2024-08-06"},
+    {"temperature": 0.7},
+    {"payload": {**TEXT_BASE["payload"], "ground_truth": "Lyon"}},
+    {"payload": {**TEXT_BASE["payload"], "context": None}},
+    {"payload": {**TEXT_BASE["payload"], "seed": 1}},
+], ids=lambda c: next(iter(c)))
+def test_text_key_changes_when_any_input_changes(changes):
+    assert _text_key(**changes) != _text_key()
+
+
+def test_text_key_is_stable_and_ignores_payload_key_order():
+    reordered = dict(reversed(list(TEXT_BASE["payload"].items())))
+    assert _text_key(payload=reordered) == _text_key() == _text_key(temperature=0)
+    assert len(_text_key()) == 64
+    with pytest.raises(ValueError):
+        _text_key(temperature=float("inf"))
+
+
+def test_text_round_trip_and_stats(tmp_path):
+    path = tmp_path / "c.sqlite"
+    passage = "Paris is not the capital; the government sits in Lyon since 1999. ünïcode stays."
+    with JudgeCache(path) as cache:
+        key = cache.key_text(**TEXT_BASE)
+        assert key == NullCache().key_text(**TEXT_BASE) == _text_key()
+        assert cache.get_text(key) is None
+        cache.put_text(key, passage, {"kind": "distractor", "model": "gpt-4o-2024-11-20"})
+        assert cache.get_text(key) == passage
+        assert cache.text_stats() == CacheStats(entries=1, hits=1, misses=1)
+    with JudgeCache(path) as again:  # it is on disk, with its meta for inspection
+        assert again.get_text(key) == passage
+    with _raw(path) as conn:
+        (meta,) = conn.execute("SELECT meta FROM texts WHERE key = ?", (key,)).fetchone()
+    assert '"kind": "distractor"' in meta
+
+
+def test_texts_and_scores_are_separate_namespaces(tmp_path):
+    with JudgeCache(tmp_path / "c.sqlite") as cache:
+        cache.put("same-key", 0.25, {})
+        cache.put_text("same-key", "a passage", {})
+        assert cache.get("same-key") == 0.25 and cache.get_text("same-key") == "a passage"
+        cache.put_text("text-only", "another passage", {})
+        assert cache.get("text-only") is None and cache.get_many(["text-only"]) == {}
+        assert cache.stats().entries == 1 and cache.text_stats().entries == 2
+    assert _text_key() != _key()  # and the two key functions never agree on the same inputs
+
+
+@pytest.mark.parametrize("text", ["", "   \n", None, 3])
+def test_empty_or_non_string_texts_are_refused_and_not_stored(tmp_path, text):
+    with JudgeCache(tmp_path / "c.sqlite") as cache:
+        with pytest.raises((ValueError, TypeError)):
+            cache.put_text("k", text, {})
+        assert cache.get_text("k") is None
+        assert cache.text_stats().entries == 0
+
+
+def test_a_score_only_cache_file_of_this_version_opens_and_keeps_its_scores(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with JudgeCache(path) as cache:
+        cache.put("k", 0.5, {})
+    with _raw(path) as conn:  # what a rag-gate from before the text table wrote
+        conn.execute("DROP TABLE texts")
+    with JudgeCache(path) as cache:
+        assert cache.get("k") == 0.5
+        cache.put_text("t", "a passage", {})
+        assert cache.get_text("t") == "a passage"
+    with _raw(path) as conn:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert tables == {"schema_version", "scores", "texts"}
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+
+
+def test_null_cache_stores_no_text(tmp_path):
+    cache = NullCache()
+    cache.put_text("k", "a passage", {})
+    assert cache.get_text("k") is None
+    assert cache.text_stats() == CacheStats(entries=0, hits=0, misses=1)
+    assert cache.stats() == CacheStats(entries=0, hits=0, misses=0)  # text lookups are not score lookups
+    with pytest.raises(ValueError):
+        cache.put_text("k", " ", {})
     assert list(tmp_path.iterdir()) == []

@@ -51,7 +51,8 @@ BAD = JudgeInput(  # off topic, unsupported, and retrieved from the wrong docume
     reference="The Eiffel Tower was completed in 1889.",
 )
 
-RAGAS_METRICS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness"]
+RAGAS_METRICS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness",
+                 "noise_sensitivity_relevant", "noise_sensitivity_irrelevant"]  # the last two: tests/test_robustness_judges.py
 DEEPEVAL_METRICS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "context_relevancy",
                     "hallucination", "grounded"]
 
@@ -338,6 +339,7 @@ def test_needs_and_missing_inputs() -> None:
             assert ragas.needs("answer_relevancy") == set()
             assert ragas.needs("context_precision") == ragas.needs("context_recall") == {"contexts", "reference"}
             assert ragas.needs("answer_correctness") == {"reference"}
+            assert ragas.needs("noise_sensitivity_relevant") == ragas.needs("noise_sensitivity_irrelevant") == {"contexts", "reference"}
             assert deepeval.needs("hallucination") == deepeval.needs("grounded") == {"contexts"}
             assert deepeval.needs("context_recall") == {"contexts", "reference"}
             with pytest.raises(JudgeError, match="answer_relevancy needs judge.embeddings_model"):

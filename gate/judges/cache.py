@@ -8,6 +8,11 @@ changes, so a stale score is never served; nothing ever needs to be invalidated.
 Only successful scores are cached. A JudgeError, a timeout or a malformed judge reply is
 never stored, so the next run asks again. Values are floats in [0, 1]; NaN is refused.
 
+Judge outputs that are texts rather than scores (a generated distractor passage, a refusal
+verdict) live in a second table of the same file under keys from ``text_cache_key`` (its
+own namespace: a text key never equals a score key). Same rules: only successful outputs,
+never an empty text.
+
 The file is safe to share between processes (CI matrix jobs restoring one cache): WAL
 journal, a busy timeout, one short transaction per write (``INSERT OR REPLACE``, so two
 jobs writing the same key simply agree), and a few retries when SQLite still answers
@@ -22,6 +27,10 @@ Layout, for inspection with the ``sqlite3`` shell::
 
     schema_version(version INTEGER)
     scores(key TEXT PRIMARY KEY, value REAL, created_at TEXT, meta TEXT)  -- meta: JSON
+    texts(key TEXT PRIMARY KEY, text TEXT, created_at TEXT, meta TEXT)    -- meta: JSON
+
+``texts`` came later within schema version 1: a file without it gets it on open (older
+rag-gate versions ignore it), so a score-only cache keeps its scores.
 """
 
 from __future__ import annotations
@@ -94,6 +103,39 @@ def cache_key(
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
+def text_cache_key(kind: str, prompt_fingerprint: str, model: str | None, temperature: float | None, payload: dict[str, Any]) -> str:
+    """sha256 (hex) of a canonical JSON of everything that can change a judge-written text.
+
+    ``kind`` names the task (e.g. "distractor", "refusal"); ``payload`` holds its inputs
+    (JSON-serialisable, compared after canonical encoding: key order does not matter).
+    """
+    if temperature is not None:
+        temperature = float(temperature) + 0.0
+        if not math.isfinite(temperature):
+            raise ValueError(f"temperature must be a finite number, not {temperature}")
+    canonical = json.dumps(
+        {
+            "format": KEY_FORMAT,
+            "namespace": "text",  # never collides with a score key, whose JSON has no such field
+            "kind": kind,
+            "prompt_fingerprint": prompt_fingerprint,
+            "model": model,
+            "temperature": temperature,
+            "payload": payload,
+        },
+        sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False,
+    )
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def _checked_text(text: str) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"a cached text must be a string, not {type(text).__name__}")
+    if not text.strip():
+        raise ValueError("refusing to cache an empty text: only successful judge outputs are cached")
+    return text
+
+
 def _checked(value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"a cached score must be a number, not {type(value).__name__}")
@@ -127,13 +169,24 @@ class ScoreCache(Protocol):
 
     def stats(self) -> CacheStats: ...
 
+    def key_text(
+        self, kind: str, prompt_fingerprint: str, model: str | None, temperature: float | None, payload: dict[str, Any]
+    ) -> str: ...
+
+    def get_text(self, key: str) -> str | None: ...
+
+    def put_text(self, key: str, text: str, meta: dict[str, Any]) -> None: ...
+
+    def text_stats(self) -> CacheStats: ...
+
     def close(self) -> None: ...
 
 
 class JudgeCache:
-    """Judge scores in a SQLite file at ``path`` (parent folders are created)."""
+    """Judge scores (and judge-written texts) in a SQLite file at ``path`` (parent folders are created)."""
 
     key = staticmethod(cache_key)
+    key_text = staticmethod(text_cache_key)
 
     def __init__(self, path: Path, *, busy_timeout_s: float = 30.0, retries: int = RETRIES) -> None:
         self.path = Path(path)
@@ -142,6 +195,8 @@ class JudgeCache:
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
+        self._text_hits = 0
+        self._text_misses = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -186,8 +241,29 @@ class JudgeCache:
         self._call(lambda: self._conn.execute("INSERT OR REPLACE INTO scores (key, value, created_at, meta) VALUES (?, ?, ?, ?)", row))
 
     def stats(self) -> CacheStats:
+        """The score table: entries in the file, and this object's score lookups."""
         (entries,) = self._call(lambda: self._conn.execute("SELECT COUNT(*) FROM scores").fetchone())
         return CacheStats(entries=entries, hits=self._hits, misses=self._misses)
+
+    def get_text(self, key: str) -> str | None:
+        """The text stored under ``key`` by ``put_text``, or None."""
+        row = self._call(lambda: self._conn.execute("SELECT text FROM texts WHERE key = ?", (key,)).fetchone())
+        if row is None:
+            self._text_misses += 1
+            return None
+        self._text_hits += 1
+        return str(row[0])
+
+    def put_text(self, key: str, text: str, meta: dict[str, Any]) -> None:
+        """Store a successful judge-written text (replacing any earlier one under the same key)."""
+        text = _checked_text(text)
+        row = (key, text, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str))
+        self._call(lambda: self._conn.execute("INSERT OR REPLACE INTO texts (key, text, created_at, meta) VALUES (?, ?, ?, ?)", row))
+
+    def text_stats(self) -> CacheStats:
+        """The text table: entries in the file, and this object's text lookups."""
+        (entries,) = self._call(lambda: self._conn.execute("SELECT COUNT(*) FROM texts").fetchone())
+        return CacheStats(entries=entries, hits=self._text_hits, misses=self._text_misses)
 
     def close(self) -> None:
         with self._lock:
@@ -221,6 +297,8 @@ class JudgeCache:
                         file=str(self.path),
                         hint=_HINT,
                     )
+                if "texts" not in tables:  # a cache written before the text table existed
+                    conn.execute(_CREATE_TEXTS)
             elif tables:
                 raise InputError(
                     f"is a SQLite database but not a rag-gate judge cache (tables: {', '.join(sorted(tables))}): "
@@ -234,6 +312,7 @@ class JudgeCache:
                 conn.execute(
                     "CREATE TABLE scores (key TEXT PRIMARY KEY, value REAL NOT NULL, created_at TEXT NOT NULL, meta TEXT NOT NULL) WITHOUT ROWID"
                 )
+                conn.execute(_CREATE_TEXTS)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -263,6 +342,9 @@ class JudgeCache:
         return InputError(f"is not a usable judge cache ({exc}): delete the file", file=str(self.path), hint=_HINT)
 
 
+_CREATE_TEXTS = "CREATE TABLE IF NOT EXISTS texts (key TEXT PRIMARY KEY, text TEXT NOT NULL, created_at TEXT NOT NULL, meta TEXT NOT NULL)"
+
+
 def _is_locked(exc: sqlite3.OperationalError) -> bool:
     message = str(exc).lower()
     return "locked" in message or "busy" in message
@@ -272,9 +354,11 @@ class NullCache:
     """The cache for ``--no-cache``: every lookup misses and nothing is stored."""
 
     key = staticmethod(cache_key)
+    key_text = staticmethod(text_cache_key)
 
     def __init__(self) -> None:
         self._misses = 0
+        self._text_misses = 0
 
     def get(self, key: str) -> float | None:
         self._misses += 1
@@ -289,6 +373,16 @@ class NullCache:
 
     def stats(self) -> CacheStats:
         return CacheStats(entries=0, hits=0, misses=self._misses)
+
+    def get_text(self, key: str) -> str | None:
+        self._text_misses += 1
+        return None
+
+    def put_text(self, key: str, text: str, meta: dict[str, Any]) -> None:
+        _checked_text(text)  # the same contract as JudgeCache
+
+    def text_stats(self) -> CacheStats:
+        return CacheStats(entries=0, hits=0, misses=self._text_misses)
 
     def close(self) -> None:
         return None

@@ -5,6 +5,14 @@
     context_precision   ContextPrecisionWithReference    contexts, reference  1 chat call per context
     context_recall      ContextRecall                    contexts, reference  1 chat call
     answer_correctness  AnswerCorrectness (0.75/0.25)    reference            3 chat + 2 embedding calls
+    noise_sensitivity_relevant    NoiseSensitivity("relevant")    contexts, reference  3 + 2 x contexts chat calls
+    noise_sensitivity_irrelevant  NoiseSensitivity("irrelevant")  contexts, reference  3 + 2 x contexts chat calls
+
+NoiseSensitivity is claim-level and LOWER is better: the share of the answer's statements
+that are wrong (not supported by the reference) yet supported by a relevant context
+("relevant") or only by contexts that support no reference statement ("irrelevant"). Its
+calls are sequential: statements of the reference and of the answer, then per context one
+verdict call for each, then the answer's statements against the reference.
 
 The LLM goes through ``llm_factory`` (instructor, JSON mode) with our temperature: ragas
 would send 0.01 otherwise. instructor re-asks only for malformed or mis-shaped JSON (3
@@ -30,7 +38,10 @@ _NEEDS: dict[str, set[str]] = {
     "context_precision": {"contexts", "reference"},
     "context_recall": {"contexts", "reference"},
     "answer_correctness": {"reference"},
+    "noise_sensitivity_relevant": {"contexts", "reference"},
+    "noise_sensitivity_irrelevant": {"contexts", "reference"},
 }
+_NOISE_MODES = {"noise_sensitivity_relevant": "relevant", "noise_sensitivity_irrelevant": "irrelevant"}
 _NEEDS_EMBEDDINGS = ("answer_relevancy", "answer_correctness")
 _JSON_ATTEMPTS = 3
 
@@ -65,6 +76,8 @@ class RagasEngine:
             "context_precision": rc.ContextPrecisionWithReference(llm=llm),
             "context_recall": rc.ContextRecall(llm=llm),
         }
+        for metric, mode in _NOISE_MODES.items():
+            self._metrics[metric] = rc.NoiseSensitivity(llm=llm, name=metric, mode=mode)
         if embeddings is not None:
             self._metrics["answer_relevancy"] = rc.AnswerRelevancy(llm=llm, embeddings=embeddings)
             self._metrics["answer_correctness"] = rc.AnswerCorrectness(llm=llm, embeddings=embeddings)
@@ -82,15 +95,7 @@ class RagasEngine:
         class_name, params, prompts = _recipe(metric, self._metrics.get(metric))
         parts = [f"ragas {self.version}", f"instructor {_instructor_version()}", class_name, json.dumps(params, sort_keys=True)]
         for attr, prompt in sorted(prompts, key=lambda pair: pair[0]):
-            parts += [
-                attr,
-                type(prompt).__name__,
-                prompt.instruction,
-                json.dumps(prompt.input_model.model_json_schema(), sort_keys=True),
-                json.dumps(prompt.output_model.model_json_schema(), sort_keys=True),
-                prompt._generate_examples(),
-                _source(type(prompt).to_string),
-            ]
+            parts += [attr, *_prompt_parts(prompt)]
         digest = hashlib.sha256("\n\x1e".join(parts).encode()).hexdigest()
         return f"ragas/{class_name}/{digest}"
 
@@ -109,7 +114,7 @@ class RagasEngine:
         try:
             result = await obj.ascore(**kwargs)
         except Exception as exc:  # every failure of the library or the judge becomes a JudgeError
-            raise self._client.judge_error(exc) from None
+            raise (_no_statements(exc) or self._client.judge_error(exc)) from None
         return _checked(metric, getattr(result, "value", None))
 
     async def aclose(self) -> None:
@@ -134,6 +139,8 @@ def _arguments(metric: str, item: JudgeInput) -> dict[str, Any]:
         return {"user_input": item.question, "response": item.answer}
     if metric in ("context_precision", "context_recall"):
         return {"user_input": item.question, "reference": item.reference, "retrieved_contexts": contexts}
+    if metric in _NOISE_MODES:
+        return {"user_input": item.question, "response": item.answer, "reference": item.reference, "retrieved_contexts": contexts}
     return {"user_input": item.question, "response": item.answer, "reference": item.reference}
 
 
@@ -141,6 +148,14 @@ _NAN_REASONS = {
     "faithfulness": "judge found no statements in the answer",
     "context_recall": "judge found no statements in the reference",
 }
+
+
+def _no_statements(exc: BaseException) -> JudgeError | None:
+    """NoiseSensitivity on an answer or reference the judge split into no statements: numpy's empty reduction."""
+    text = str(exc)
+    if isinstance(exc, ValueError) and "zero-size array" in text:
+        return JudgeError("judge found no statements in the reference or the answer")
+    return None
 
 
 def _checked(metric: str, value: Any) -> float:
@@ -179,7 +194,44 @@ def _prompts(obj: Any) -> list[tuple[str, Any]]:
 
 
 def _params(obj: Any) -> dict[str, Any]:
-    return {k: getattr(obj, k) for k in ("strictness", "weights", "beta") if hasattr(obj, k)}
+    return {k: getattr(obj, k) for k in ("strictness", "weights", "beta", "mode") if hasattr(obj, k)}
+
+
+def _prompt_parts(prompt: Any) -> list[str]:
+    """The texts that make up a prompt.
+
+    Most ragas prompts are an instruction, examples and schemas wrapped by BasePrompt.to_string.
+    Some (NoiseSensitivity's) have neither instruction nor examples: their to_string returns a
+    fixed text from ragas.prompt.metrics.common, so the prompt rendered for placeholder input
+    stands for it, with the source of the functions it calls.
+    """
+    parts = [
+        type(prompt).__name__,
+        json.dumps(prompt.input_model.model_json_schema(), sort_keys=True),
+        json.dumps(prompt.output_model.model_json_schema(), sort_keys=True),
+    ]
+    if hasattr(prompt, "instruction"):
+        parts.insert(1, prompt.instruction)
+        parts += [prompt._generate_examples(), _source(type(prompt).to_string)]
+        return parts
+    parts += [_source(type(prompt).to_string), _rendered(prompt)]
+    return parts
+
+
+def _rendered(prompt: Any) -> str:
+    """The prompt's full text for placeholder inputs ("<field>", or ["<field>"] for a list field)."""
+    from typing import get_origin
+
+    values: dict[str, Any] = {}
+    for name, field in prompt.input_model.model_fields.items():
+        values[name] = [f"<{name}>"] if get_origin(field.annotation) in (list, tuple, set) else f"<{name}>"
+    try:
+        return str(prompt.to_string(prompt.input_model(**values)))
+    except Exception as exc:  # an input model this does not know how to fill: fall back to the code
+        import sys
+
+        module = sys.modules.get(type(prompt).__module__)
+        return f"unrendered ({type(exc).__name__}): " + (_source(module) if module else type(prompt).__qualname__)
 
 
 def _recipe(metric: str, obj: Any) -> tuple[str, dict[str, Any], list[tuple[str, Any]]]:

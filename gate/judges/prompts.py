@@ -1,0 +1,231 @@
+"""rag-gate's own judge prompts (robustness stage), versioned, and the two calls that use them.
+
+    generate_distractor   one passage on the question's topic whose conclusion conflicts with
+                          the ground truth (the noise test's ``source: generated``)
+    classify_refusal      does an answer decline to answer? (answer rejection, for answers the
+                          configured phrases do not settle)
+
+Both go through the run's shared ``JudgeClient.openai`` (its concurrency limit, counting and
+budget), one chat completion each with ``response_format: json_object``, the configured model,
+temperature and ``max_tokens``. A reply that is not the JSON asked for is asked again, at most
+``JSON_ATTEMPTS`` times in all; HTTP errors are left to the OpenAI SDK's retries. Every failure
+is a ``JudgeError`` with a short reason, as in the engines.
+
+Nothing here caches: the caller keys its text cache with ``prompt_fingerprint(name)``::
+
+    fp = prompt_fingerprint(DISTRACTOR)
+    key = cache.key_text(DISTRACTOR, fp, settings.model, settings.temperature,
+                         distractor_payload(question, ground_truth, context))
+    passage = cache.get_text(key)
+    if passage is None:
+        passage = await generate_distractor(client, settings, question, ground_truth, context)
+        cache.put_text(key, passage, {"kind": DISTRACTOR, "model": settings.model})
+
+Change any prompt text below and bump ``PROMPT_VERSION``: the fingerprint changes with either,
+so cached outputs of an older prompt are never served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gate.judges import JudgeError, JudgeSettings
+
+if TYPE_CHECKING:
+    from gate.judges.client import JudgeClient
+
+__all__ = [
+    "DISTRACTOR", "DISTRACTOR_PROMPT", "JSON_ATTEMPTS", "PROMPTS", "PROMPT_VERSION", "REFUSAL", "REFUSAL_PROMPT", "SYSTEM",
+    "classify_refusal", "distractor_payload", "generate_distractor", "prompt_fingerprint", "refusal_payload",
+]
+
+PROMPT_VERSION = "1"
+JSON_ATTEMPTS = 3  # the first ask and at most two more when the reply is not the JSON asked for
+
+DISTRACTOR = "generate_distractor"
+REFUSAL = "classify_refusal"
+
+SYSTEM = (
+    "You are an assistant that helps evaluate retrieval-augmented question-answering systems. "
+    "Follow the task exactly and reply with a single JSON object and nothing else."
+)
+
+_INPUT = "<<INPUT>>"
+
+DISTRACTOR_PROMPT = "\n".join([
+    "Task: write ONE distractor passage for a robustness test of a question-answering system.",
+    "",
+    "A distractor is a passage that a retriever would find relevant to the question but that leads to a wrong answer. "
+    "Write ONE passage of 60 to 120 words that:",
+    "- is on the same topic as the question and uses its key terms, so that it looks relevant;",
+    "- imitates the style of the example context (tone, vocabulary, format, level of detail); "
+    "when the context is null, write in the style of a plain reference document;",
+    "- reaches a conclusion that CONFLICTS with the ground truth: it answers the question with a plausible but wrong fact "
+    "(for example a different number, date, amount, duration, name or place, or the opposite yes/no);",
+    "- states that wrong fact plainly and confidently, as a fact: it does not mention the ground truth, does not say that "
+    "anything is wrong, fictional, outdated or a test, and does not hedge;",
+    "- differs in its wrong fact from every passage listed in already_written (if any).",
+    "",
+    'Return a JSON object with exactly one key, "passage", whose value is the passage as a string: {"passage": "..."}',
+    "",
+    "Input:",
+    _INPUT,
+])
+
+REFUSAL_PROMPT = "\n".join([
+    "Task: decide whether an answer given by a question-answering system declines to answer the question.",
+    "",
+    "The answer DECLINES (refuses = true) when it refuses, says it does not know, says the information is not available, "
+    "not found or not in its documents or sources, says the question is outside what it can answer, or only asks for more "
+    "information without answering.",
+    "The answer ATTEMPTS an answer (refuses = false) when it gives any substantive answer to the question, even a partial, "
+    "hedged, wrong or irrelevant one.",
+    "The question and the answer may be in any language. Judge only whether the answer declines, not whether it is correct.",
+    "",
+    'Return a JSON object with exactly one key, "refuses", whose value is true or false: {"refuses": true} or {"refuses": false}',
+    "",
+    "Input:",
+    _INPUT,
+])
+
+PROMPTS: dict[str, str] = {DISTRACTOR: DISTRACTOR_PROMPT, REFUSAL: REFUSAL_PROMPT}
+
+
+def prompt_fingerprint(name: str) -> str:
+    """sha256 (hex) of the prompt version, the system message and the prompt text of ``name``."""
+    if name not in PROMPTS:
+        raise KeyError(f"no rag-gate prompt named {name!r}; known: {', '.join(sorted(PROMPTS))}")
+    text = "\n\x1e".join([f"rag-gate prompt {PROMPT_VERSION}", name, SYSTEM, PROMPTS[name]])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def distractor_payload(question: str, ground_truth: str, context: str | None, avoid: Sequence[str] = ()) -> dict[str, Any]:
+    """The inputs of one distractor request: what the prompt shows, and what a cache key must cover."""
+    return {"question": question, "ground_truth": ground_truth, "context": context, "already_written": list(avoid)}
+
+
+def refusal_payload(question: str, answer: str) -> dict[str, Any]:
+    """The inputs of one refusal classification."""
+    return {"question": question, "answer": answer}
+
+
+def render(name: str, payload: dict[str, Any]) -> str:
+    """The user message for prompt ``name`` with its input (JSON, so any text is quoted safely)."""
+    return PROMPTS[name].replace(_INPUT, json.dumps(payload, ensure_ascii=False, indent=2))
+
+
+async def generate_distractor(
+    client: JudgeClient,
+    settings: JudgeSettings,
+    question: str,
+    ground_truth: str,
+    context: str | None,
+    *,
+    avoid: Sequence[str] = (),
+) -> str:
+    """One passage on the question's topic, in the style of ``context``, whose conclusion conflicts with ``ground_truth``.
+
+    ``avoid``: passages already generated for this case (ask for a second, different one).
+    Raises JudgeError when the judge fails or gives no passage.
+    """
+    if not question.strip() or not ground_truth.strip():
+        raise JudgeError("a generated distractor needs the question and its ground_truth")
+    payload = distractor_payload(question, ground_truth, context if context and context.strip() else None, avoid)
+    return await _ask_json(client, settings, render(DISTRACTOR, payload), _passage)
+
+
+async def classify_refusal(client: JudgeClient, settings: JudgeSettings, question: str, answer: str) -> bool:
+    """True when ``answer`` declines to answer ``question`` (refuses, does not know, not available); False when it answers."""
+    return await _ask_json(client, settings, render(REFUSAL, refusal_payload(question, answer)), _refuses)
+
+
+# -- reading the reply ------------------------------------------------------------------------------
+
+
+class _Unusable(ValueError):
+    """The reply is JSON but not the JSON asked for; the message says what is wrong."""
+
+
+def _passage(obj: Any) -> str:
+    if not isinstance(obj, dict) or "passage" not in obj:
+        raise _Unusable('the reply has no "passage" key')
+    passage = obj["passage"]
+    if not isinstance(passage, str):
+        raise _Unusable('"passage" is not a string')
+    passage = passage.strip()
+    if not passage:
+        raise _Unusable("the passage is empty")
+    return passage
+
+
+_TRUE = {"true", "yes", "1"}
+_FALSE = {"false", "no", "0"}
+
+
+def _refuses(obj: Any) -> bool:
+    if not isinstance(obj, dict) or "refuses" not in obj:
+        raise _Unusable('the reply has no "refuses" key')
+    value = obj["refuses"]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise _Unusable('"refuses" is not true or false')
+
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL | re.IGNORECASE)
+
+
+def _json(content: str) -> Any:
+    """The JSON of a reply; a Markdown code fence around it is tolerated (some servers add one)."""
+    fenced = _FENCE.match(content)
+    return json.loads(fenced.group(1) if fenced else content)
+
+
+T = TypeVar("T")
+
+
+async def _ask_json(client: JudgeClient, settings: JudgeSettings, user: str, read: Callable[[Any], T]) -> T:
+    client.check_budget()
+    request: dict[str, Any] = {
+        "model": settings.model,
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+        "temperature": settings.temperature,
+        "response_format": {"type": "json_object"},
+    }
+    if settings.max_tokens:
+        request["max_tokens"] = settings.max_tokens
+    problems: list[str] = []
+    for _ in range(JSON_ATTEMPTS):
+        try:
+            completion = await client.openai.chat.completions.create(**request)
+        except Exception as exc:  # HTTP, timeout, connection, budget: the client says why, without secrets
+            raise client.judge_error(exc) from None
+        choice = completion.choices[0] if completion.choices else None
+        if choice is not None and choice.finish_reason == "length":
+            raise JudgeError("judge reply was cut off by its token limit (finish_reason=length) before the JSON was complete")
+        content = (choice.message.content if choice is not None else None) or ""
+        try:
+            obj = _json(content)
+        except ValueError:
+            problems.append("malformed")
+            continue
+        try:
+            return read(obj)
+        except _Unusable as exc:
+            problems.append(str(exc))
+    raise JudgeError(_failure(problems))
+
+
+def _failure(problems: list[str]) -> str:
+    n = len(problems)
+    if all(p == "malformed" for p in problems):
+        return f"judge returned malformed JSON {n} times"
+    last = next(p for p in reversed(problems) if p != "malformed")
+    return f"judge output did not match the expected JSON schema {n} times ({last})"
