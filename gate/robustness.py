@@ -178,22 +178,22 @@ async def _generate(cases: Sequence[GoldenCase], contexts: Mapping[str, list[str
     """k judge-written conflicting passages per case (cached as text). case id -> passages, or the reason it failed."""
     from gate.judges import JudgeError, telemetry_off
     from gate.judges.client import JudgeClient
-    from gate.judges.prompts import generate_distractor, prompt_fingerprint
+    from gate.judges.prompts import DISTRACTOR, distractor_payload, generate_distractor, prompt_fingerprint
 
     telemetry_off()
     client = JudgeClient(settings)
-    fp = prompt_fingerprint("generate_distractor")
+    fp = prompt_fingerprint(DISTRACTOR)
 
     async def one(case: GoldenCase) -> tuple[str, list[str] | str]:
-        out = []
+        out: list[str] = []
+        context = (contexts[case.id] or [None])[0]
         try:
-            for i in range(k):
-                payload = {"question": case.question, "ground_truth": case.ground_truth, "n": i,
-                           "context": (contexts[case.id] or [None])[0]}
+            for _ in range(k):  # each passage asked to differ from those already written
+                payload = distractor_payload(case.question, case.ground_truth or "", context, avoid=out)
                 key = cache.key_text("distractor", fp, settings.model, settings.temperature, payload)
                 text = cache.get_text(key)
                 if text is None:
-                    text = await generate_distractor(client, settings, case.question, case.ground_truth or "", payload["context"])
+                    text = await generate_distractor(client, settings, case.question, case.ground_truth or "", context, avoid=out)
                     cache.put_text(key, text, {"kind": "distractor", "case": case.id})
                 out.append(text)
         except JudgeError as exc:
@@ -397,6 +397,8 @@ def _noise_part(
         if not c.ground_truth:
             row["error"] = "the golden case has no ground_truth to judge correctness against"
             continue
+        # correctness is judged against ground_truth; both answers get the same (clean) contexts so that
+        # identical answers share one cache entry and one judge call
         for which, ctx in (("clean", contexts[c.id]), ("noisy", contexts[c.id])):
             item = JudgeInput(question=c.question, answer=row[f"{which}_answer"] or "", contexts=tuple(ctx), reference=c.ground_truth)
             key = cache.key(engine.name, engine.version, plan.metric, model, temperature, engine.prompt_fingerprint(plan.metric), item)

@@ -197,6 +197,21 @@ def test_noise_sensitivity_with_malformed_json_always_is_a_judge_error() -> None
     assert str(error) == "judge returned malformed JSON 3 times"
 
 
+@ragas_installed
+@pytest.mark.parametrize("empty_at,reason", [
+    ({2}, "judge found no statements in the answer"),  # the second call splits the answer
+    (set(range(1, 100)), "judge found no statements in the reference or the answer"),
+])
+def test_noise_sensitivity_without_statements_says_so(empty_at: set[int], reason: str) -> None:
+    def no_statements(n: int, kind: str) -> Any:
+        return malformed('{"statements": []}') if n in empty_at else None
+
+    with JudgeServer(faults=[no_statements]) as server:
+        [error] = ns_scores(server.url, "noise_sensitivity_relevant", [CLEAN])
+    assert isinstance(error, JudgeError)
+    assert str(error) == reason
+
+
 # -- rag-gate's prompts: generate_distractor ------------------------------------------------------------
 
 PRINTING_Q = "How much does colour printing cost per page?"

@@ -11,18 +11,24 @@ temperature and ``max_tokens``. A reply that is not the JSON asked for is asked 
 ``JSON_ATTEMPTS`` times in all; HTTP errors are left to the OpenAI SDK's retries. Every failure
 is a ``JudgeError`` with a short reason, as in the engines.
 
-Nothing here caches: the caller keys its text cache with ``prompt_fingerprint(name)``::
+Nothing here caches: the caller keys its text cache with ``prompt_fingerprint(name)``. For k
+distractors of one case, pass the passages written so far as ``avoid`` (at temperature 0 the
+same request would give the same passage k times)::
 
     fp = prompt_fingerprint(DISTRACTOR)
-    key = cache.key_text(DISTRACTOR, fp, settings.model, settings.temperature,
-                         distractor_payload(question, ground_truth, context))
-    passage = cache.get_text(key)
-    if passage is None:
-        passage = await generate_distractor(client, settings, question, ground_truth, context)
-        cache.put_text(key, passage, {"kind": DISTRACTOR, "model": settings.model})
+    passages: list[str] = []
+    for _ in range(k):
+        payload = distractor_payload(question, ground_truth, context, avoid=passages)
+        key = cache.key_text(DISTRACTOR, fp, settings.model, settings.temperature, payload)
+        passage = cache.get_text(key)
+        if passage is None:
+            passage = await generate_distractor(client, settings, question, ground_truth, context, avoid=passages)
+            cache.put_text(key, passage, {"kind": DISTRACTOR, "model": settings.model})
+        passages.append(passage)
 
-Change any prompt text below and bump ``PROMPT_VERSION``: the fingerprint changes with either,
-so cached outputs of an older prompt are never served.
+The fingerprint covers ``PROMPT_VERSION``, the system message and the prompt text: a reworded
+prompt never serves outputs cached for the old one. Bump ``PROMPT_VERSION`` when the meaning of
+a cached output changes without the text changing (e.g. how a reply is read).
 """
 
 from __future__ import annotations

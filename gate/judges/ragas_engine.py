@@ -41,7 +41,7 @@ _NEEDS: dict[str, set[str]] = {
     "noise_sensitivity_relevant": {"contexts", "reference"},
     "noise_sensitivity_irrelevant": {"contexts", "reference"},
 }
-_NOISE_MODES = {"noise_sensitivity_relevant": "relevant", "noise_sensitivity_irrelevant": "irrelevant"}
+_NOISE_MODES: dict[str, Any] = {"noise_sensitivity_relevant": "relevant", "noise_sensitivity_irrelevant": "irrelevant"}
 _NEEDS_EMBEDDINGS = ("answer_relevancy", "answer_correctness")
 _JSON_ATTEMPTS = 3
 
@@ -147,6 +147,8 @@ def _arguments(metric: str, item: JudgeInput) -> dict[str, Any]:
 _NAN_REASONS = {
     "faithfulness": "judge found no statements in the answer",
     "context_recall": "judge found no statements in the reference",
+    "noise_sensitivity_relevant": "judge found no statements in the answer",
+    "noise_sensitivity_irrelevant": "judge found no statements in the answer",
 }
 
 
