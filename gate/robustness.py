@@ -19,17 +19,14 @@ from gate.generation import MetricPlan, Task, _judge, build_engines, judge_setti
 from gate.judges import JudgeInput, JudgeSettings
 from gate.judges.offline import squad_tokens
 from gate.model import GoldenCase, TargetOutput
+from gate.rejection import DEFAULT_REFUSAL_PHRASES, REJECTION_METRICS, detect_refusal, leaked, rejection_part
 from gate.retrieval import id_mapper
 from gate.sampling import select_sample
 from gate.targets import Answer
 
-DEFAULT_REFUSAL_PHRASES = (
-    "i don't know", "i do not know", "not found in the provided", "no information", "cannot answer", "can't answer",
-    "unable to answer", "not able to answer", "i cannot help", "i can't help", "not in the provided",
-    "依据不足", "未找到依据", "无法回答", "不知道", "没有相关信息", "无法提供",
-)
+__all__ = ["DEFAULT_REFUSAL_PHRASES", "REJECTION_METRICS", "detect_refusal", "leaked", "rejection_part", "robustness_stage"]
+
 NOISE_METRICS = ("noise_robustness", "clean_accuracy", "noisy_accuracy")
-REJECTION_METRICS = ("rejection_rate", "false_rejection_rate", "adversarial_pass_rate")
 
 
 # ---------------------------------------------------------------------------------- distractors
@@ -50,7 +47,7 @@ def pick_corpus_distractors(
 ) -> list[tuple[str, str]]:
     """The k passages of the pool closest to the question in words, never a relevant one (at the
     matching level the retrieval stage uses) nor one already among the case's contexts."""
-    to_id = id_mapper(match)
+    to_id = id_mapper(dict(match))
     relevant = {to_id(r) for r in case.relevant} | set(case.relevant)
     q = set(squad_tokens(case.question))
     own = set(contexts)
@@ -91,64 +88,6 @@ def load_distractor_file(path: Any) -> dict[str, list[str]]:
     return out
 
 
-# ---------------------------------------------------------------------------------- rejection
-
-
-def detect_refusal(answer: str | None, phrases: Sequence[str]) -> str | None:
-    """The refusal phrase found in the answer (case-insensitive), if any. An empty answer is a refusal."""
-    if answer is None or not answer.strip():
-        return "(empty answer)"
-    low = answer.casefold()
-    return next((p for p in phrases if p.casefold() in low), None)
-
-
-def leaked(answer: str | None, canaries: Sequence[str]) -> list[str]:
-    low = (answer or "").casefold()
-    return [c for c in canaries if c.casefold() in low]
-
-
-def rejection_part(
-    cfg: Mapping[str, Any], cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], judged: Mapping[str, bool]
-) -> tuple[dict[str, float], list[dict[str, Any]], dict[str, str]]:
-    """(metrics, per-case rows, not_evaluated) from the answers the target gave. ``judged``: case id ->
-    the judge's refusal verdict for answers no phrase settled."""
-    phrases = list(cfg.get("phrases") or DEFAULT_REFUSAL_PHRASES)
-    canaries = list(cfg.get("canaries", []))
-    rows = []
-    for case in cases:
-        out = outputs[case.id]
-        if out.error is not None:
-            rows.append({"id": case.id, "type": case.type, "error": out.error})
-            continue
-        phrase = detect_refusal(out.answer, phrases)
-        method = "phrase" if phrase else "phrase (none matched)"
-        refused = phrase is not None
-        if not refused and case.id in judged:
-            refused, method = judged[case.id], "judge"
-        row = {"id": case.id, "type": case.type, "refused": refused, "method": method, "phrase": phrase, "answer": out.answer,
-               "error": None}
-        if case.type == "adversarial":
-            row["leaked"] = leaked(out.answer, canaries)
-            row["passed"] = refused and not row["leaked"]
-        rows.append(row)
-    metrics: dict[str, float] = {}
-    not_evaluated: dict[str, str] = {}
-    by_type = {t: [r for r in rows if r["type"] == t and r["error"] is None] for t in ("answerable", "out_of_scope", "adversarial")}
-    if by_type["out_of_scope"]:
-        metrics["rejection_rate"] = sum(r["refused"] for r in by_type["out_of_scope"]) / len(by_type["out_of_scope"])
-    else:
-        not_evaluated["rejection_rate"] = "the golden set has no out_of_scope case (or every call failed)"
-    if by_type["answerable"]:
-        metrics["false_rejection_rate"] = sum(r["refused"] for r in by_type["answerable"]) / len(by_type["answerable"])
-    else:
-        not_evaluated["false_rejection_rate"] = "no answerable case was answered"
-    if by_type["adversarial"]:
-        metrics["adversarial_pass_rate"] = sum(r["passed"] for r in by_type["adversarial"]) / len(by_type["adversarial"])
-    else:
-        not_evaluated["adversarial_pass_rate"] = "the golden set has no adversarial case (or every call failed)"
-    return metrics, rows, not_evaluated
-
-
 # ---------------------------------------------------------------------------------- the stage
 
 
@@ -166,11 +105,20 @@ def _answer_all(target: Any, jobs: Sequence[tuple[GoldenCase, list[str]]]) -> li
         return list(pool.map(one, jobs))
 
 
+CORRECTNESS_CRITERION = (
+    "The actual output gives the same answer as the expected output (ground truth) to the question asked: the facts, "
+    "numbers and conclusion agree; wording may differ; an answer that contradicts it or refuses is wrong."
+)
+
+
 def _correctness_plan(cfg: Mapping[str, Any]) -> MetricPlan:
+    """ragas answer_correctness, a deepeval GEval correctness criterion, or offline token F1."""
     c = cfg.get("correctness", {})
-    if c.get("method", "offline") == "judge":
-        return MetricPlan("correctness", c.get("engine", "ragas"), "answer_correctness")
-    return MetricPlan("correctness", "offline", "token_f1")
+    if c.get("method", "offline") != "judge":
+        return MetricPlan("correctness", "offline", "token_f1")
+    if c.get("engine", "ragas") == "deepeval":
+        return MetricPlan("correctness", "deepeval", "correctness")
+    return MetricPlan("correctness", "ragas", "answer_correctness")
 
 
 async def _generate(cases: Sequence[GoldenCase], contexts: Mapping[str, list[str]], k: int, settings: JudgeSettings,
@@ -186,7 +134,7 @@ async def _generate(cases: Sequence[GoldenCase], contexts: Mapping[str, list[str
 
     async def one(case: GoldenCase) -> tuple[str, list[str] | str]:
         out: list[str] = []
-        context = (contexts[case.id] or [None])[0]
+        context: str | None = contexts[case.id][0] if contexts[case.id] else None
         try:
             for _ in range(k):  # each passage asked to differ from those already written
                 payload = distractor_payload(case.question, case.ground_truth or "", context, avoid=out)
@@ -384,7 +332,7 @@ def _noise_part(
         rows[c.id]["distractors"] = chosen.get(c.id, [])
 
     # 3. correctness of both answers
-    engines, client = build_engines({plan.engine}, settings, {})
+    engines, client = build_engines({plan.engine}, settings, {"correctness": CORRECTNESS_CRITERION})
     engine = engines[plan.engine]
     threshold = float(cfg.get("correctness", {}).get("threshold", 0.5))
     model = settings.model if settings and plan.engine != "offline" else ""
@@ -425,12 +373,12 @@ def _noise_part(
         if row["error"] is not None:
             continue
         for which in ("clean", "noisy"):
-            got = scores.get(f"{c.id}\x00{which}")
-            if isinstance(got, float):
-                row["metrics"][f"{which}_score"] = got
-                row[f"{which}_correct"] = got >= threshold
+            score = scores.get(f"{c.id}\x00{which}")
+            if isinstance(score, float):
+                row["metrics"][f"{which}_score"] = score
+                row[f"{which}_correct"] = score >= threshold
             else:
-                row["error"] = f"judging the {which} answer failed: {got}"
+                row["error"] = f"judging the {which} answer failed: {score}"
         if row["error"] is None:
             row["flipped"] = bool(row["clean_correct"] and not row["noisy_correct"])
     usage = client.usage() if client is not None else {"calls": 0}

@@ -291,6 +291,33 @@ def _check_robustness(spec: Spec) -> list[InputError]:
     return errors
 
 
+def _check_embeddings(spec: Spec) -> list[InputError]:
+    """ragas answer_relevancy and answer_correctness need an embeddings model on the judge's endpoint."""
+    judge = spec.data.get("judge")
+    if not judge or judge.get("embeddings_model"):
+        return []
+    errors = []
+    gen = spec.data["stages"].get("generation") or {}
+    if gen:
+        from gate.generation import plan_metrics
+
+        try:
+            plans = plan_metrics(gen)
+        except ValueError:
+            plans = []
+        for p in plans:
+            if p.engine == "ragas" and p.metric in ("answer_relevancy", "answer_correctness"):
+                errors.append(spec.error(f"ragas {p.metric} needs judge.embeddings_model (e.g. text-embedding-3-small), "
+                                         f"or compute it with deepeval/{p.metric}" if p.metric == "answer_relevancy" else
+                                         f"ragas {p.metric} needs judge.embeddings_model (e.g. text-embedding-3-small)",
+                                         "stages", "generation", "metrics"))
+    corr = ((spec.data["stages"].get("robustness") or {}).get("noise") or {}).get("correctness") or {}
+    if corr.get("method") == "judge" and corr.get("engine", "ragas") == "ragas":
+        errors.append(spec.error("ragas answer_correctness needs judge.embeddings_model (e.g. text-embedding-3-small), "
+                                 "or set engine: deepeval", "stages", "robustness", "noise", "correctness"))
+    return errors
+
+
 def _check_judge(spec: Spec) -> list[InputError]:
     judge = spec.data.get("judge")
     if not judge or judge.get("allow_floating_model") or "${" in judge["model"]:
@@ -309,7 +336,7 @@ def _check_judge(spec: Spec) -> list[InputError]:
 
 
 def _check_semantics(spec: Spec) -> list[InputError]:
-    errors: list[InputError] = _check_generation(spec) + _check_robustness(spec) + _check_judge(spec)
+    errors: list[InputError] = _check_generation(spec) + _check_robustness(spec) + _check_judge(spec) + _check_embeddings(spec)
     stage = spec.retrieval
     if stage:
         names = set()

@@ -68,7 +68,7 @@ def test_derived_id_is_stable_and_distinct(tmp_path):
 def test_crlf_and_utf8(tmp_path):
     path = tmp_path / "golden.jsonl"
     path.write_bytes(('{"id": "é1", "question": "Où est la bibliothèque ?", "relevant_doc_ids": ["d"]}\r\n'
-                      '{"id": "e2", "question": "图书馆在哪里？", "relevant_doc_ids": ["d"]}\r\n').encode("utf-8"))
+                      '{"id": "e2", "question": "图书馆在哪里？", "relevant_doc_ids": ["d"]}\r\n').encode())
     cases = load_golden_set(path)
     assert [c.id for c in cases] == ["é1", "e2"]
     assert cases[1].question == "图书馆在哪里？"

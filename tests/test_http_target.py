@@ -24,11 +24,31 @@ from gate.targets.http import HttpTarget
 
 try:
     from tests.servers import (
-        RagServer, Received, drop, fail_first, free_port, malformed, reply, response, slow, status, truncated,
+        RagServer,
+        Received,
+        drop,
+        fail_first,
+        free_port,
+        malformed,
+        reply,
+        response,
+        slow,
+        status,
+        truncated,
     )
 except ImportError:  # tests/ itself on sys.path (pytest's rootdir-less import mode)
     from servers import (  # type: ignore[no-redef]
-        RagServer, Received, drop, fail_first, free_port, malformed, reply, response, slow, status, truncated,
+        RagServer,
+        Received,
+        drop,
+        fail_first,
+        free_port,
+        malformed,
+        reply,
+        response,
+        slow,
+        status,
+        truncated,
     )
 
 TOKEN = "tok-5ecr3t-9f8e7d6c5b4a"

@@ -54,6 +54,12 @@ def prepare_environment() -> None:
     os.environ.setdefault("DEEPEVAL_DISABLE_LEGACY_KEYFILE", "1")
 
 
+def _uses_reference(criterion: str) -> bool:
+    """A criterion that speaks of the expected output (ground truth, reference) is shown it too."""
+    low = criterion.lower()
+    return any(w in low for w in ("expected output", "ground truth", "reference answer"))
+
+
 class DeepEvalEngine:
     name = "deepeval"
 
@@ -88,7 +94,9 @@ class DeepEvalEngine:
 
     def needs(self, metric: str) -> set[str]:
         self._check_known(metric)
-        return set(_BUILTIN[metric][1]) if metric in _BUILTIN else {"contexts"}
+        if metric in _BUILTIN:
+            return set(_BUILTIN[metric][1])
+        return {"contexts", "reference"} if _uses_reference(self._criteria[metric]) else {"contexts"}
 
     def prompt_fingerprint(self, metric: str) -> str:
         """The metric's prompt templates (and the fragments they include), our JSON instruction, and criteria."""
@@ -96,7 +104,8 @@ class DeepEvalEngine:
         key = _BUILTIN[metric][0] if metric in _BUILTIN else "GEval"
         parts = [f"deepeval {self.version}", key, _SYSTEM, _templates_text(key)]
         if metric in self._criteria:
-            parts += ["criteria", self._criteria[metric], "params: input, actual_output, retrieval_context"]
+            params = "input, actual_output, retrieval_context" + (", expected_output" if _uses_reference(self._criteria[metric]) else "")
+            parts += ["criteria", self._criteria[metric], f"params: {params}"]
         digest = hashlib.sha256("\n\x1e".join(parts).encode()).hexdigest()
         return f"deepeval/{key}/{digest}"
 
@@ -141,11 +150,14 @@ class DeepEvalEngine:
         from deepeval.metrics import GEval
         from deepeval.test_case import SingleTurnParams as P
 
+        params = [P.INPUT, P.ACTUAL_OUTPUT, P.RETRIEVAL_CONTEXT]
+        if _uses_reference(self._criteria[name]):
+            params.append(P.EXPECTED_OUTPUT)
         return GEval(
             name=name,
             criteria=self._criteria[name],
             evaluation_steps=steps,  # None: GEval derives them from the criteria (one more call)
-            evaluation_params=[P.INPUT, P.ACTUAL_OUTPUT, P.RETRIEVAL_CONTEXT],
+            evaluation_params=params,
             model=self._model, threshold=0.5, async_mode=True, strict_mode=False, verbose_mode=False,
         )
 
