@@ -121,11 +121,10 @@ def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def render_all(report: dict[str, Any]) -> tuple[str, str, str, str]:
+    from gate.cli import report_json
     from gate.render.console import render_console
     from gate.render.junit import render_junit
     from gate.render.markdown import render_comment
-
-    from gate.cli import report_json
 
     return render_comment(report), render_junit(report), render_console(report), report_json(report)
 
@@ -227,7 +226,7 @@ def main() -> int:
               f"({args.cases / t_total:,.0f} cases/s)")
         print(f"  verdict {report['verdict']}, n={stage['n']}, {len(stage['worse_cases'])} cases worse than the baseline, "
               f"gates: " + ", ".join(f"{g['metric']}={g['status']}" for g in stage["gates"]))
-        print(f"  metrics: " + ", ".join(f"{m}={v:.4f}" for m, v in stage["metrics"].items() if m in METRICS))
+        print("  metrics: " + ", ".join(f"{m}={v:.4f}" for m, v in stage["metrics"].items() if m in METRICS))
         print(f"  outputs: comment {len(rendered[0]) / 1e3:.1f} kB, junit {len(rendered[1]) / 1e3:.1f} kB, "
               f"console {len(rendered[2]) / 1e3:.1f} kB, report.json {len(rendered[3]) / 1e6:.1f} MB")
         print(f"  (first import of gate.run in this process: {t_import:.3f} s, not included)")
