@@ -122,7 +122,7 @@ def _correctness_plan(cfg: Mapping[str, Any]) -> MetricPlan:
 
 
 async def _generate(cases: Sequence[GoldenCase], contexts: Mapping[str, list[str]], k: int, settings: JudgeSettings,
-                    cache: Any) -> dict[str, list[str] | str]:
+                    cache: Any) -> tuple[dict[str, list[str] | str], dict[str, Any]]:
     """k judge-written conflicting passages per case (cached as text). case id -> passages, or the reason it failed."""
     from gate.judges import JudgeError, telemetry_off
     from gate.judges.client import JudgeClient
@@ -149,30 +149,49 @@ async def _generate(cases: Sequence[GoldenCase], contexts: Mapping[str, list[str
         return case.id, out
 
     try:
-        return dict(await asyncio.gather(*(one(c) for c in cases)))
+        return dict(await asyncio.gather(*(one(c) for c in cases))), client.usage()
     finally:
         await client.aclose()
 
 
-async def _classify(rows: Sequence[tuple[GoldenCase, str]], settings: JudgeSettings) -> dict[str, bool]:
+async def _classify(rows: Sequence[tuple[GoldenCase, str]], settings: JudgeSettings, cache: Any) -> tuple[dict[str, bool], dict[str, Any]]:
+    """The judge's refusal verdict for answers no phrase settled (cached as text)."""
     from gate.judges import JudgeError, telemetry_off
     from gate.judges.client import JudgeClient
-    from gate.judges.prompts import classify_refusal
+    from gate.judges.prompts import REFUSAL, classify_refusal, prompt_fingerprint, refusal_payload
 
     telemetry_off()
     client = JudgeClient(settings)
+    fp = prompt_fingerprint(REFUSAL)
 
     async def one(case: GoldenCase, answer: str) -> tuple[str, bool | None]:
+        key = cache.key_text("refusal", fp, settings.model, settings.temperature, refusal_payload(case.question, answer))
+        hit = cache.get_text(key)
+        if hit is not None:
+            return case.id, hit == "true"
         try:
-            return case.id, await classify_refusal(client, settings, case.question, answer)
+            verdict = await classify_refusal(client, settings, case.question, answer)
         except JudgeError:
             return case.id, None  # stays decided by the phrases
+        cache.put_text(key, "true" if verdict else "false", {"kind": "refusal", "case": case.id})
+        return case.id, verdict
 
     try:
         results = await asyncio.gather(*(one(c, a) for c, a in rows))
+        return {cid: v for cid, v in results if v is not None}, client.usage()
     finally:
         await client.aclose()
-    return {cid: v for cid, v in results if v is not None}
+
+
+def merge_usage(*usages: Mapping[str, Any]) -> dict[str, Any]:
+    """Sum the numeric counters of several judge clients' usage (cost stays None when none has one)."""
+    out: dict[str, Any] = {}
+    for u in usages:
+        for k, v in u.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            out[k] = out.get(k, 0) + v
+    return out
 
 
 def robustness_stage(
@@ -220,6 +239,7 @@ def robustness_stage(
                                                       precomputed if not can_answer else None, file_distractors or {})
             target_calls += calls
             stage["noise"] = judge_usage
+            stage["usage"] = merge_usage(judge_usage)
             clean = [s for s in samples if s.get("clean_correct") is not None and s.get("noisy_correct") is not None]
             if clean:
                 clean_ok = sum(s["clean_correct"] for s in clean)
@@ -240,7 +260,9 @@ def robustness_stage(
         phrases = list(rej_cfg.get("phrases") or DEFAULT_REFUSAL_PHRASES)
         unsettled = [(c, outputs[c.id].answer or "") for c in cases
                      if outputs[c.id].error is None and detect_refusal(outputs[c.id].answer, phrases) is None]
-        judged = asyncio.run(_classify(unsettled, settings)) if unsettled else {}
+        if unsettled:
+            judged, refusal_usage = asyncio.run(_classify(unsettled, settings, cache))
+            stage["usage"] = merge_usage(stage.get("usage", {}), refusal_usage)
     rej_metrics, rej_rows, rej_not = rejection_part(rej_cfg, cases, outputs, judged)
     metrics.update(rej_metrics)
     not_evaluated.update(rej_not)
@@ -280,6 +302,7 @@ def _noise_part(
 
     # 1. distractors
     chosen: dict[str, list[dict[str, str | None]]] = {}
+    generation_usage: dict[str, Any] = {}
     source = cfg.get("source", "corpus")
     if precomputed is not None:
         for c in sample:
@@ -293,7 +316,7 @@ def _noise_part(
             chosen[c.id] = [{"id": None, "text": t} for t in file_distractors.get(c.id, [])[:k]]
     else:
         assert settings is not None
-        made = asyncio.run(_generate(sample, contexts, k, settings, cache))
+        made, generation_usage = asyncio.run(_generate(sample, contexts, k, settings, cache))
         for c in sample:
             got = made[c.id]
             if isinstance(got, str):
@@ -352,7 +375,7 @@ def _noise_part(
             key = cache.key(engine.name, engine.version, plan.metric, model, temperature, engine.prompt_fingerprint(plan.metric), item)
             tasks.append(Task(f"{c.id}\x00{which}", plan, item, key))
     cached = cache.get_many([t.key for t in tasks])
-    todo = [t for t in tasks if t.key not in cached]
+    todo = list({t.key: t for t in tasks if t.key not in cached}.values())  # identical answers: judged once
 
     async def judge_all() -> dict[int, float | str]:
         try:
@@ -363,11 +386,12 @@ def _noise_part(
                 await client.aclose()
 
     fresh = asyncio.run(judge_all()) if todo else {}
-    scores: dict[str, float | str] = {t.case_id: cached[t.key] for t in tasks if t.key in cached}
+    by_key: dict[str, float | str] = dict(cached)
     for i, t in enumerate(todo):
-        scores[t.case_id] = fresh[i]
+        by_key[t.key] = fresh[i]
         if isinstance(fresh[i], float):
             cache.put(t.key, fresh[i], {"engine": plan.engine, "metric": plan.metric, "model": model})
+    scores = {t.case_id: by_key[t.key] for t in tasks}
     for c in sample:
         row = rows[c.id]
         if row["error"] is not None:
@@ -381,7 +405,7 @@ def _noise_part(
                 row["error"] = f"judging the {which} answer failed: {score}"
         if row["error"] is None:
             row["flipped"] = bool(row["clean_correct"] and not row["noisy_correct"])
-    usage = client.usage() if client is not None else {"calls": 0}
+    usage = merge_usage(client.usage() if client is not None else {"calls": 0}, generation_usage)
     usage.update({"method": "judge" if plan.engine != "offline" else "offline (token F1 with ground_truth)",
                   "threshold": threshold, "source": "precomputed" if precomputed is not None else source,
                   "distractors": k, "position": position, "cache_hits": len(tasks) - len(todo), "cache_misses": len(todo)})

@@ -161,3 +161,30 @@ def test_ragas_correctness_without_embeddings_is_refused(tmp_path: Path) -> None
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert "stages.robustness.noise.correctness" in proc.stderr and "embeddings_model" in proc.stderr
+
+
+def test_refusal_judge_is_cached_and_counted(tmp_path: Path, never_refuse: str) -> None:
+    pytest.importorskip("ragas")
+    from tests.judge_server import JudgeServer
+
+    judge = "judge:\n  base_url: {url}\n  model: judge-2024-11-20\n  api_key_env: JUDGE_KEY\n  max_retries: 1\n"
+    with JudgeServer() as server:
+        spec_judge = judge.format(url=server.url)
+        work = tmp_path / "rj"
+        run(work, never_refuse, env={"JUDGE_KEY": "k-123456"}, judge=spec_judge)
+        spec = work / "rag-eval.yml"
+        spec.write_text(spec.read_text().replace('rejection: {canaries: ["RIVERBEND-INTERNAL-7731"]}',
+                                                 'rejection: {canaries: ["RIVERBEND-INTERNAL-7731"], judge: true}'))
+        before = server.calls
+        subprocess.run([sys.executable, "-m", "gate", "run", "--config", "rag-eval.yml", "--report", "report.json", "--no-progress"],
+                       cwd=work, capture_output=True, text=True, timeout=300, env={**os.environ, "JUDGE_KEY": "k-123456"})
+        first = server.calls - before
+        report = json.loads((work / "report.json").read_text())
+        subprocess.run([sys.executable, "-m", "gate", "run", "--config", "rag-eval.yml", "--report", "report2.json", "--no-progress"],
+                       cwd=work, capture_output=True, text=True, timeout=300, env={**os.environ, "JUDGE_KEY": "k-123456"})
+        second = server.calls - before - first
+    st = report["stages"]["robustness"]
+    methods = {c["method"] for c in st["rejection"]["cases"] if c.get("error") is None}
+    assert "judge" in methods  # never-refuse answers match no phrase: the judge decided them
+    assert first > 0 and st["usage"]["calls"] == first  # every judge call counted in the stage
+    assert second == 0  # verdicts came from the cache
