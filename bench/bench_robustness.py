@@ -349,7 +349,7 @@ class Bench:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(server.get("kinds", {}).items())) or "none"
         print(f"  {label:<8} {run.wall:6.2f} s | sampled {run.sampled}, target calls {run.stage.get('target_calls')} "
               f"({run.stage.get('target_calls', 0) / n:.1f}/case) | judge calls {server['calls']} "
-              f"({server['calls'] / n:.2f}/case; {kinds}) | stage usage {noise.get('calls', '-')} | "
+              f"({server['calls'] / n:.2f}/case; {kinds}) | stage usage {(run.stage.get('usage') or {}).get('calls', '-')} | "
               f"correctness cache hits {noise.get('cache_hits', '-')}, misses {noise.get('cache_misses', '-')} | "
               f"most in flight {server['max_in_flight']}")
 
@@ -365,10 +365,9 @@ class Bench:
             self.error(f"{tag} the stage was skipped: {stage.get('reason')}")
         if name == "a" and server["calls"]:
             self.error(f"{tag} offline correctness made {server['calls']} judge calls")
-        usage = run.noise.get("calls")
-        if usage is not None and usage != run.kind_calls("correctness"):
-            self.error(f"{tag} the stage's usage counts {usage} calls, the server saw {run.kind_calls('correctness')} "
-                       "correctness calls")
+        usage = (stage.get("usage") or {}).get("calls")
+        if usage is not None and usage != server["calls"]:
+            self.error(f"{tag} the stage's usage counts {usage} judge calls, the server saw {server['calls']}")
         if which == "warm":
             if run.noise.get("cache_misses"):
                 self.error(f"{tag} {run.noise['cache_misses']} correctness cache misses on a warm cache")
@@ -401,7 +400,7 @@ class Bench:
         distractors = cold.kind_calls("distractor")
         if distractors:
             res.notes.append(f"{distractors} distractor calls ({distractors / (cold.sampled or 1):.1f}/case, "
-                             "k per case one after another), not in the stage's usage")
+                             "k per case one after another), counted in the stage's usage")
         refusal_cold = cold.kind_calls("refusal")
         if refusal_cold or any(r.kind_calls("refusal") for r in res.warm):
             rows = (cold.stage.get("rejection") or {}).get("cases", [])
@@ -411,7 +410,7 @@ class Bench:
             res.notes.append(f"{refusal_cold} refusal classifications for {len(rows)} golden cases ({len(by_judge)} decided by the "
                              f"judge, {sum(flipped.values())} of them as refusals: "
                              f"{', '.join(f'{t} {n}' for t, n in sorted(flipped.items())) or 'none'}), "
-                             f"{warm} again on a warm cache (not cached), not in the stage's usage")
+                             f"{warm} again on a warm cache, counted in the stage's usage")
             for r in by_judge:
                 if r.get("refused") and r.get("type") == "answerable":
                     print(f"  judge called an answerable case's answer a refusal: {r['id']}: {str(r.get('answer'))[:120]!r}")
@@ -435,7 +434,7 @@ class Bench:
             cells = [
                 f"{r.name:2}", f"{r.label:<38}", f"{cold.sampled:3d}", f"{cold.stage.get('target_calls', 0) / n:8.1f}",
                 f"{cold.wall:7.2f}", f"{cold.server['calls']:6d}", f"{cold.server['calls'] / n:6.2f}",
-                f"{cold.noise.get('calls', 0):6d}", f"{cold.noise.get('cache_misses', 0):5d}",
+                f"{(cold.stage.get('usage') or {}).get('calls', 0):6d}", f"{cold.noise.get('cache_misses', 0):5d}",
                 f"{self.ideal(cold.server['calls']):7.2f}",
             ]
             if warm is not None:
@@ -446,7 +445,7 @@ class Bench:
             cells.append(f"{r.run_wall:7.2f}" if r.run_wall is not None else f"{'':>7}")
             print(" ".join(cells))
         print("columns: n = sampled cases; tgt/case = the stage's target_calls / n; judge = calls the judge server saw "
-              "(all kinds); usage = calls in the stage's usage (correctness only); miss = correctness cache misses; "
+              "(all kinds); usage = judge calls in the stage's usage (all kinds); miss = correctness cache misses; "
               "run() s = gate.run.run with a warm cache (asks the target for all 40 cases first)")
 
 
