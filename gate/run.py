@@ -23,7 +23,7 @@ from gate.errors import EXIT_ERROR, EXIT_FAIL, EXIT_PASS
 from gate.gates import GateDecision, decide, stage_status
 from gate.golden import fingerprint as golden_fingerprint
 from gate.golden import groups, load_golden_set
-from gate.history import LocalHistoryStore, window
+from gate.history import HistoryStore, LocalHistoryStore, window
 from gate.judged import finish_judged_stage
 from gate.metrics import HEALTH_METRICS, higher_is_better
 from gate.model import GoldenCase, TargetOutput
@@ -233,15 +233,30 @@ def _trap(stages: Mapping[str, Any], baseline: Mapping[str, Any] | None, history
     return recall_trap(stages, {n: s.get("metrics", {}) for n, s in ref_stages.items()})
 
 
+BaselineChooser = Callable[[list[dict[str, Any]]], tuple[dict[str, Any] | None, str] | None]
+
+
 def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
-        on_done: Callable[[TargetOutput], None] | None = None, use_cache: bool = True) -> dict[str, Any]:
-    """Load, ask, judge, evaluate. Raises InputError (exit 2) for bad input; everything else is in the report."""
+        on_done: Callable[[TargetOutput], None] | None = None, use_cache: bool = True,
+        history_store: HistoryStore | None = None, choose_baseline: BaselineChooser | None = None) -> dict[str, Any]:
+    """Load, ask, judge, evaluate. Raises InputError (exit 2) for bad input; everything else is in the report.
+
+    ``history_store`` replaces the spec's local history file (the action passes the repository-backed
+    store); ``choose_baseline(entries)`` may pick the baseline from the history (the entry of the PR's
+    base commit) and say which, or return None to use the committed baseline file.
+    """
     started = time.perf_counter()
     spec = load_spec(config)
     with gc_paused():  # millions of small, acyclic JSON objects: the cyclic GC would only rescan them
         cases = load_golden_set(spec.golden_set_path)
-        baseline = load_baseline(spec.baseline_path)
-        history_store = LocalHistoryStore(spec.history_path, int(spec.data["history"]["max_entries"]))
+        store = history_store or LocalHistoryStore(spec.history_path, int(spec.data["history"]["max_entries"]))
+        entries = store.read()
+        baseline, baseline_source = load_baseline(spec.baseline_path), "the committed baseline file"
+        chosen = choose_baseline(entries) if choose_baseline else None
+        if chosen is not None and chosen[0] is not None:
+            baseline, baseline_source = chosen
+        elif chosen is not None:
+            baseline_source = f"{chosen[1]}; the committed baseline file" if baseline else chosen[1]
         target = make_target(spec, cases)
         try:
             if on_start:
@@ -253,10 +268,12 @@ def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
         finally:
             target.close()
         fingerprints = {"golden_set": golden_fingerprint(cases)}
-        history = window(history_store.read(), int(spec.data["history"]["max_entries"]), fingerprints)
+        history = window(entries, int(spec.data["history"]["max_entries"]), fingerprints)
         report = evaluate(spec, cases, outputs, baseline, target_kind=target.kind, target_notes=notes,
                           duration_s=time.perf_counter() - started, judged=judged, history=history)
-        report["warnings"] += history_store.warnings
+        report["warnings"] += getattr(store, "warnings", [])
+        report["baseline"]["source"] = baseline_source if baseline else None
+        report["history"] = history_summary(history)
         return report
 
 
@@ -287,6 +304,16 @@ def _judge_stages(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, Ta
     finally:
         cache.close()  # folds the WAL back into the one file that CI caches carry
     return judged
+
+
+def history_summary(entries: Sequence[Mapping[str, Any]], keep: int = 10) -> dict[str, Any]:
+    """The last runs' metrics for the trend chart (no per-case scores: the report stays small)."""
+    runs = [
+        {"commit": e.get("commit"), "created_at": e.get("created_at"),
+         "metrics": {name: st.get("metrics", {}) for name, st in e.get("stages", {}).items() if name != "retrieval"}}
+        for e in entries[-keep:]
+    ]
+    return {"entries": len(entries), "runs": runs}
 
 
 def open_cache(spec: Spec, use_cache: bool) -> Any:

@@ -80,7 +80,9 @@ def _report(tmp: Path, results: dict[str, list[str] | None], baseline: dict | No
     cases = load_golden_set(spec.golden_set_path)
     target = ResultsFileTarget(spec.resolve("results.jsonl"), cases)
     outputs = {c.id: target.ask(c, spec.target_k) for c in cases}
-    return evaluate(spec, cases, outputs, baseline, target_kind="results", duration_s=0.5)
+    report = evaluate(spec, cases, outputs, baseline, target_kind="results", duration_s=0.5)
+    report["run"]["created_at"] = "2026-11-29T10:00:00+00:00"  # fixed, so the baseline's age renders the same
+    return report
 
 
 @pytest.fixture()

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from gate.render import STATUS_ICON, VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages
+from gate.render.trend import render_trend
 
 MARKER_PREFIX = "<!-- rag-gate:comment"
 _MENTION = re.compile(r"@(?=[A-Za-z0-9_-])")
@@ -57,7 +58,12 @@ def _header(report: dict[str, Any]) -> list[str]:
     if b.get("found"):
         when = (b.get("created_at") or "")[:10]
         commit = (b.get("commit") or "")[:7]
-        base = f"baseline {code(b.get('path', ''), 120)}" + (f" from {when}" if when else "") + (f" ({commit})" if commit else "")
+        source = b.get("source") or ""
+        where = cell(source, 120) if source and "committed baseline file" not in source else f"baseline {code(b.get('path', ''), 120)}"
+        base = where + (f" from {when}" if when else "") + (f" ({commit})" if commit and commit not in where else "")
+        age = _age_days(b.get("created_at"), report.get("run", {}).get("created_at"))
+        if age is not None:
+            base += f", {age} day{'s' if age != 1 else ''} old"
     else:
         base = "no baseline yet (max_drop gates skipped)"
     lines.append(f"Golden set: {g.get('n', 0)} cases ({by_type}) · target: {t.get('kind', '?')} · "
@@ -237,10 +243,36 @@ def _breakdown(stage: dict[str, Any]) -> list[str]:
     return lines + ["", "</details>", ""]
 
 
-def render_comment(report: dict[str, Any]) -> str:
-    """The whole PR comment body: marker, verdict, one table per stage, collapsible details."""
+def _age_days(then: str | None, now: str | None) -> int | None:
+    from datetime import datetime
+
+    try:
+        return max(0, (datetime.fromisoformat(str(now)) - datetime.fromisoformat(str(then))).days)
+    except (TypeError, ValueError):
+        return None
+
+
+COMMENT_LIMIT = 65_536  # GitHub refuses a longer issue comment body
+
+
+def render_comment(report: dict[str, Any], limit: int = COMMENT_LIMIT) -> str:
+    """The PR comment, under GitHub's size limit: per-case details shrink first, and the comment says so."""
+    configured = int(report.get("run", {}).get("max_cases", 20))
+    for max_cases in dict.fromkeys([configured, 10, 5, 2, 0]):
+        if max_cases > configured:
+            continue
+        body = _render(report, max_cases)
+        if max_cases < configured:
+            body = body.replace("\n<sub>rag-gate", f"\n_Per-case details cut to {max_cases} a section to fit GitHub's comment size "
+                                "limit: the full list is in report.json._\n\n<sub>rag-gate", 1)
+        if len(body) <= limit:
+            return body
+    note = "\n\n_The comment was cut to fit GitHub's size limit; the full report is in report.json._\n"
+    return body[: limit - len(note) - 16].rsplit("\n", 1)[0] + note
+
+
+def _render(report: dict[str, Any], max_cases: int) -> str:
     run = report.get("run", {})
-    max_cases = int(run.get("max_cases", 20))
     lines = [marker(run.get("comment_id", "default")), *_header(report)]
     for name, stage in ordered_stages(report):
         lines += _stage_table(name, stage)
@@ -249,6 +281,7 @@ def render_comment(report: dict[str, Any]) -> str:
         if name == "robustness" and stage["status"] != "skipped":
             lines += _robustness_details(stage, max_cases)
         lines += _errored_cases(stage, max_cases)
+    lines += render_trend(report)
     tool = report.get("tool", {})
     lines.append(f"<sub>rag-gate {tool.get('version', '')} · report schema {report.get('schema_version')}</sub>")
     return "\n".join(lines) + "\n"

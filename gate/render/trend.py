@@ -1,0 +1,47 @@
+"""The trend chart of the judge metrics over recent default-branch runs: a Mermaid xychart-beta
+block (GitHub renders it) with a plain table as the fallback. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_METRICS = 3  # one chart each; more would drown the comment
+
+
+def _label(run: dict[str, Any], i: int) -> str:
+    commit = (run.get("commit") or "")[:7]
+    return commit if commit and commit.isalnum() else f"run {i + 1}"
+
+
+def render_trend(report: dict[str, Any]) -> list[str]:
+    """Charts for the judge stages' metrics that have history, the current run as the last point."""
+    runs = report.get("history", {}).get("runs", [])
+    if not runs:
+        return []
+    series: dict[str, list[float | None]] = {}
+    for stage_name in ("generation", "robustness"):
+        current = report.get("stages", {}).get(stage_name, {}).get("metrics", {})
+        for metric, now in current.items():
+            past = [r.get("metrics", {}).get(stage_name, {}).get(metric) for r in runs]
+            if any(isinstance(v, (int, float)) for v in past) and not metric.endswith("_ms"):
+                series[metric] = [*(float(v) if isinstance(v, (int, float)) else None for v in past), float(now)]
+    if not series:
+        return []
+    labels = [_label(r, i) for i, r in enumerate(runs)] + ["this PR"]
+    shown = list(series)[:MAX_METRICS]
+    lines = [f"<details><summary>Trend over the last {len(runs)} default-branch run{'s' if len(runs) != 1 else ''}</summary>", ""]
+    for metric in shown:
+        values = series[metric]
+        known = [v for v in values if v is not None]
+        lo = max(0.0, min(known) - 0.05)
+        hi = min(1.0, max(known) + 0.05) if max(known) <= 1.0 else max(known) * 1.05
+        points = ", ".join(f"{v:.3f}" if v is not None else f"{lo:.3f}" for v in values)
+        lines += ["```mermaid", "xychart-beta", f'  title "{metric}"',
+                  "  x-axis [" + ", ".join(f'"{x}"' for x in labels) + "]",
+                  f'  y-axis "{metric}" {lo:.2f} --> {hi:.2f}', f"  line [{points}]", "```", ""]
+    # the fallback: the same numbers as a table (clients without Mermaid, screen readers)
+    lines += ["| Run | " + " | ".join(f"`{m}`" for m in shown) + " |", "|---|" + "---:|" * len(shown)]
+    for i, label in enumerate(labels):
+        cells = [f"{series[m][i]:.4f}" if series[m][i] is not None else "—" for m in shown]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines + ["", "</details>", ""]

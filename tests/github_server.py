@@ -1,0 +1,720 @@
+"""A fake GitHub REST API on 127.0.0.1 for tests and benchmarks (stdlib only, no mocks).
+
+It speaks the parts of GitHub's REST protocol (API version 2022-11-28) rag-gate uses, with
+GitHub's response shapes, status codes and error bodies:
+
+    GET    /repos/{o}/{r}                                 default_branch, ...
+    GET    /repos/{o}/{r}/issues/{n}/comments             ?per_page (30, max 100) &page, Link header
+    POST   /repos/{o}/{r}/issues/{n}/comments             201 comment; 422 body missing or too long
+    GET    /repos/{o}/{r}/issues/comments/{id}            200 comment | 404
+    PATCH  /repos/{o}/{r}/issues/comments/{id}            200 comment | 404
+    DELETE /repos/{o}/{r}/issues/comments/{id}            204 | 404
+    GET    /repos/{o}/{r}/contents/{path}?ref=            file (base64, 60-char lines) | dir listing | 404
+    PUT    /repos/{o}/{r}/contents/{path}                 201 create | 200 update | 409 stale sha | 422 sha missing
+    GET    /repos/{o}/{r}/git/ref/heads/{branch}          200 | 404
+    POST   /repos/{o}/{r}/git/refs                        201 | 422 "Reference already exists"
+    GET    /repos/{o}/{r}/commits?sha=&per_page=&page=    first-parent history, newest first
+    GET    /repos/{o}/{r}/commits/{sha}                   minimal commit | 422
+
+    with GitHubServer() as gh:        # gh.api_url, gh.requests, gh.count(status=409), ...
+        client = GitHubClient(gh.api_url, WRITE_TOKEN, gh.repo)
+
+Git objects are real enough: blob shas are git's (sha1 of ``blob <len>\\0<data>``), every
+contents write is a commit whose parent is the branch head, and branches are refs to commits.
+
+Auth (``Authorization: Bearer <t>`` or ``token <t>``): ``WRITE_TOKEN`` may do anything,
+``READ_TOKEN`` gets 403 "Resource not accessible by integration" on every write (a fork's
+pull_request token), a missing header gets 401 "Requires authentication", any other token
+401 "Bad credentials". ``tokens=`` maps more tokens to "write" / "read".
+
+Faults: ``inject(action, times=, method=, path=)`` answers the next ``times`` matching requests
+with ``action`` instead (path is a regex searched in the path): ``status(code)`` (e.g. 502;
+``after=True`` does the work first and then answers with the error, like a gateway timing
+out on a request GitHub did carry out; ``echo_auth=True`` puts the Authorization header in the
+error body), ``secondary_rate_limit(retry_after)``, ``primary_rate_limit(reset_in)``, ``drop()``
+(close the connection without a response). ``force_conflicts(n)`` makes the next n contents
+PUTs answer 409 whatever their sha (a conflict storm). ``hold_reads(n)`` makes the next n
+contents GETs wait for each other (a barrier) so that concurrent writers all read the same
+sha. ``latency`` (seconds) is added to every request.
+
+Every request is recorded (``Received``: method, path, query, headers without Authorization,
+whether Authorization was present and its scheme, body, the status answered) under a lock.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import json
+import re
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+__all__ = [
+    "READ_TOKEN", "WRITE_TOKEN", "Action", "Fault", "GitHubServer", "Received", "drop", "primary_rate_limit",
+    "secondary_rate_limit", "status",
+]
+
+# Shaped like GitHub's tokens (so redaction is tested on realistic values); valid only here.
+WRITE_TOKEN = "ghs_FakeWriteToken0123456789abcdefABCDEF"
+READ_TOKEN = "ghs_FakeReadOnlyToken0123456789abcdefABCD"
+
+DOCS = "https://docs.github.com/rest"
+MAX_COMMENT = 65536
+BOT = {"login": "github-actions[bot]", "id": 41898282, "type": "Bot"}
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the server answers instead of the normal response."""
+
+    kind: str  # status | drop
+    code: int = 502
+    body: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
+    after: bool = False  # carry the request out first, then answer with the error
+    echo_auth: bool = False  # put the request's Authorization header in the error body
+
+
+def status(code: int, body: Any = None, *, headers: dict[str, str] | None = None, after: bool = False,
+           echo_auth: bool = False) -> Action:
+    return Action("status", code, body, tuple((headers or {}).items()), after, echo_auth)
+
+
+def secondary_rate_limit(retry_after: int | None = 1, code: int = 403) -> Action:
+    headers = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4990", "x-ratelimit-resource": "core"}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    body = {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
+                       "If you reach out to GitHub Support for help, please include the request ID 0000:0000:0000.",
+            "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api", "status": str(code)}
+    return status(code, body, headers=headers)
+
+
+def primary_rate_limit(reset_in: float = 1.0, code: int = 403) -> Action:
+    """``x-ratelimit-remaining: 0`` and the reset time ``reset_in`` seconds from now (computed when answered)."""
+    body = {"message": "API rate limit exceeded for installation ID 1.", "documentation_url": DOCS, "status": str(code)}
+    return Action("primary_rate_limit", code, body, (("reset_in", str(reset_in)),))
+
+
+def drop() -> Action:
+    return Action("drop")
+
+
+@dataclass
+class Fault:
+    action: Action
+    times: int
+    method: str | None = None
+    path: str | None = None
+    hits: int = 0
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.hits < self.times and (self.method is None or self.method == method)
+                and (self.path is None or re.search(self.path, path) is not None))
+
+
+@dataclass
+class Received:
+    """One request as the server got it. The Authorization value is never kept."""
+
+    method: str
+    path: str  # without the API prefix and the query
+    query: dict[str, str]
+    headers: dict[str, str]  # every header but Authorization
+    auth_present: bool
+    auth_scheme: str | None  # "Bearer", "token", ...
+    body: Any  # parsed JSON, the raw text if not JSON, None if empty
+    status: int = 0  # what the server answered (0: no answer, connection dropped)
+    fault: str = ""  # the injected action, if any
+
+
+@dataclass
+class Commit:
+    sha: str
+    tree: dict[str, str]  # path -> blob sha
+    parents: list[str]
+    message: str
+    date: str
+
+
+@dataclass
+class Repo:
+    full_name: str
+    id: int
+    default_branch: str = "main"
+    refs: dict[str, str] = field(default_factory=dict)  # branch -> commit sha
+    commits: dict[str, Commit] = field(default_factory=dict)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> comment (with "issue")
+
+
+class _Reply(Exception):
+    def __init__(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        super().__init__(code)
+        self.code, self.body, self.headers = code, body, headers or {}
+
+
+def _error(code: int, message: str, **extra: Any) -> _Reply:
+    return _Reply(code, {"message": message, "documentation_url": DOCS, "status": str(code), **extra})
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def blob_sha(data: bytes) -> str:
+    """Git's object id of a blob."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _b64_lines(data: bytes) -> str:
+    """Base64 the way the contents API returns it: lines of 60 characters, each ending in a newline."""
+    b64 = base64.b64encode(data).decode("ascii")
+    return "".join(b64[i : i + 60] + "\n" for i in range(0, len(b64), 60))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256  # listen backlog: many clients connecting at once must not see dropped SYNs
+    owner: GitHubServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # no tracebacks for dropped clients
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    timeout = 30
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _any(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        self.server.owner._handle(self, raw)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any  # noqa: N815
+
+    def send(self, code: int, payload: bytes, headers: dict[str, str]) -> None:
+        try:
+            self.send_response(code)
+            if code != 204:
+                headers.setdefault("Content-Type", "application/json; charset=utf-8")
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+    def drop(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
+
+
+class GitHubServer:
+    """A fake GitHub REST API on 127.0.0.1:<free port>, in a background thread. Use as a context manager."""
+
+    def __init__(
+        self,
+        repos: Iterable[str] = ("octo-org/rag-app",),
+        *,
+        tokens: dict[str, str] | None = None,
+        prefix: str = "",
+        latency: float = 0.0,
+        large_file_limit: int = 1024 * 1024,
+    ) -> None:
+        self.tokens = {WRITE_TOKEN: "write", READ_TOKEN: "read", **(tokens or {})}
+        self.prefix = prefix.rstrip("/")  # "/api/v3" for a GitHub Enterprise Server layout
+        self.latency = latency
+        self.large_file_limit = large_file_limit  # beyond it GET contents gives encoding "none", like GitHub over 1 MB
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1_000_001)
+        self._requests: list[Received] = []
+        self._faults: list[Fault] = []
+        self._conflict_storm = 0
+        self._held = 0
+        self._barrier: threading.Barrier | None = None
+        self._barrier_timeout = 20.0
+        self.repos: dict[str, Repo] = {}
+        for name in repos:
+            self.add_repo(name)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> GitHubServer:
+        if self._server is None:
+            self._server = _Server(("127.0.0.1", 0), _Handler)
+            self._server.owner = self
+            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                            name="fake-github", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            if self._barrier is not None:
+                self._barrier.abort()
+            self._server.shutdown()
+            self._server.server_close()
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+            self._server = self._thread = None
+
+    def __enter__(self) -> GitHubServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def api_url(self) -> str:
+        assert self._server is not None, "server not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}{self.prefix}"
+
+    @property
+    def repo(self) -> str:
+        """The first repository's owner/name."""
+        return next(iter(self.repos))
+
+    # -- state, directly (set-up and assertions) ---------------------------------------------
+    def add_repo(self, full_name: str, default_branch: str = "main") -> Repo:
+        with self._lock:
+            repo = Repo(full_name, id=len(self.repos) + 1, default_branch=default_branch)
+            self.repos[full_name] = repo
+            readme = f"# {full_name}\n".encode()
+            repo.blobs[blob_sha(readme)] = readme
+            self._commit(repo, default_branch, {"README.md": blob_sha(readme)}, "Initial commit", parents=[])
+            return repo
+
+    def add_commit(self, branch: str | None = None, message: str = "change", repo: str | None = None) -> str:
+        """A new commit (same tree) on ``branch``; its sha."""
+        with self._lock:
+            r = self._repo(repo)
+            branch = branch or r.default_branch
+            head = r.commits[r.refs[branch]]
+            return self._commit(r, branch, dict(head.tree), message, parents=[head.sha])
+
+    def branch_sha(self, branch: str, repo: str | None = None) -> str | None:
+        with self._lock:
+            return self._repo(repo).refs.get(branch)
+
+    def file(self, path: str, branch: str, repo: str | None = None) -> str | None:
+        """The text of ``path`` on ``branch``, or None."""
+        with self._lock:
+            r = self._repo(repo)
+            if branch not in r.refs or path not in r.commits[r.refs[branch]].tree:
+                return None
+            return r.blobs[r.commits[r.refs[branch]].tree[path]].decode("utf-8")
+
+    def put_file(self, path: str, branch: str, text: str, repo: str | None = None) -> str:
+        """Write ``path`` on ``branch`` (created from the default branch if missing); the blob sha."""
+        with self._lock:
+            r = self._repo(repo)
+            if branch not in r.refs:
+                r.refs[branch] = r.refs[r.default_branch]
+            head = r.commits[r.refs[branch]]
+            data = text.encode("utf-8")
+            r.blobs[blob_sha(data)] = data
+            self._commit(r, branch, {**head.tree, path: blob_sha(data)}, f"Write {path}", parents=[head.sha])
+            return blob_sha(data)
+
+    def add_comment(self, issue: int, body: str, login: str = "octocat", repo: str | None = None) -> dict[str, Any]:
+        with self._lock:
+            r = self._repo(repo)
+            return self._new_comment(r, issue, body, {"login": login, "id": 583231, "type": "User"}, "https://github.com")
+
+    def comments(self, issue: int, repo: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            return [self._public(c) for c in self._repo(repo).comments.values() if c["issue"] == issue]
+
+    # -- faults -----------------------------------------------------------------------------
+    def inject(self, action: Action, times: int = 1, *, method: str | None = None, path: str | None = None) -> Fault:
+        fault = Fault(action, times, method, path)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def force_conflicts(self, n: int) -> None:
+        """The next ``n`` contents PUTs answer 409, whatever sha they carry."""
+        with self._lock:
+            self._conflict_storm = n
+
+    def hold_reads(self, n: int, timeout: float = 20.0) -> None:
+        """The next ``n`` contents GETs wait until all ``n`` have arrived (or ``timeout`` passed), then go on together."""
+        with self._lock:
+            self._held = n
+            self._barrier = threading.Barrier(n)
+            self._barrier_timeout = timeout
+
+    # -- what was received ------------------------------------------------------------------
+    @property
+    def requests(self) -> list[Received]:
+        with self._lock:
+            return list(self._requests)
+
+    def count(self, *, method: str | None = None, path: str | None = None, status: int | None = None) -> int:
+        """Requests received with this method, a path matching the regex ``path``, answered with ``status``."""
+        return sum(1 for r in self.requests if (method is None or r.method == method) and (status is None or r.status == status)
+                   and (path is None or re.search(path, r.path) is not None))
+
+    def reset(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    # -- the protocol -----------------------------------------------------------------------
+    def _handle(self, h: _Handler, raw: bytes) -> None:
+        url = urlsplit(h.path)
+        path = url.path
+        if self.prefix and path.startswith(self.prefix + "/"):
+            path = path[len(self.prefix) :]
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        auth = h.headers.get("Authorization")
+        scheme, _, token = (auth or "").strip().partition(" ")
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        rec = Received(h.command, path, query, {k: v for k, v in h.headers.items() if k.lower() != "authorization"},
+                       auth is not None, scheme or None, body)
+        with self._lock:
+            self._requests.append(rec)
+            fault = next((f for f in self._faults if f.matches(h.command, path)), None)
+            if fault is not None:
+                fault.hits += 1
+                rec.fault = fault.action.kind
+        if self.latency:
+            time.sleep(self.latency)
+        base = f"http://{h.headers.get('Host', '127.0.0.1')}{self.prefix}"
+        if fault is not None and fault.action.kind == "drop":
+            h.drop()
+            return
+        if fault is not None and not fault.action.after:
+            code, payload, headers = self._fault_reply(fault.action, auth)
+        else:
+            try:
+                code, out, headers = self._route(h.command, path, query, body, token.strip(), scheme.lower(), auth, base, h)
+            except _Reply as reply:
+                code, out, headers = reply.code, reply.body, reply.headers
+            if headers.pop("_raw", None):
+                payload = str(out).encode("utf-8")
+            else:
+                payload = b"" if out is None else json.dumps(out, ensure_ascii=False).encode("utf-8")
+            if fault is not None:
+                code, payload, headers = self._fault_reply(fault.action, auth)
+        headers.setdefault("X-GitHub-Api-Version-Selected", "2022-11-28")
+        headers.setdefault("X-GitHub-Request-Id", f"FAKE:{id(rec):X}")
+        rec.status = code
+        h.send(code, payload, headers)
+
+    def _fault_reply(self, action: Action, auth: str | None) -> tuple[int, bytes, dict[str, str]]:
+        headers = {k: v for k, v in action.headers if k != "reset_in"}
+        body = action.body if action.body is not None else {"message": "Server Error" if action.code >= 500 else "Error",
+                                                            "documentation_url": DOCS, "status": str(action.code)}
+        if action.kind == "primary_rate_limit":
+            reset_in = float(dict(action.headers)["reset_in"])
+            headers.update({"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0", "x-ratelimit-used": "5000",
+                            "x-ratelimit-reset": str(int(time.time() + reset_in + 0.999)), "x-ratelimit-resource": "core"})
+        if action.echo_auth:
+            body = {**body, "message": f"{body.get('message', '')} (received Authorization: {auth})"}
+        if action.code == 502 and action.body is None:
+            return 502, b"<html><body><h1>502 Bad Gateway</h1></body></html>", {"Content-Type": "text/html"}
+        return action.code, json.dumps(body).encode("utf-8"), headers
+
+    def _repo(self, name: str | None) -> Repo:
+        return self.repos[name or self.repo]
+
+    def _route(self, method: str, path: str, query: dict[str, str], body: Any, token: str, scheme: str,
+               auth: str | None, base: str, h: _Handler) -> tuple[int, Any, dict[str, str]]:
+        if auth is None:
+            raise _error(401, "Requires authentication")
+        if scheme not in ("bearer", "token") or token not in self.tokens:
+            raise _error(401, "Bad credentials")
+        m = re.fullmatch(r"/repos/([^/]+)/([^/]+)(/.*)?", path)
+        if not m or f"{m[1]}/{m[2]}" not in self.repos:
+            raise _error(404, "Not Found")
+        full, rest = f"{m[1]}/{m[2]}", m[3] or ""
+        if method != "GET" and self.tokens[token] != "write":
+            raise _error(403, "Resource not accessible by integration")
+        if method == "GET" and re.fullmatch(r"/contents/.+", rest):
+            self._wait_if_held()
+        with self._lock:
+            repo = self.repos[full]
+            ctx = _Ctx(self, repo, base, query, body)
+            for verb, pattern, fn in _ROUTES:
+                mm = re.fullmatch(pattern, rest)
+                if mm and verb == method:
+                    return fn(ctx, *[unquote(g) for g in mm.groups()], accept=h.headers.get("Accept", ""))
+        raise _error(404, "Not Found")
+
+    def _wait_if_held(self) -> None:
+        with self._lock:
+            barrier = self._barrier if self._held > 0 else None
+            self._held -= 1 if barrier else 0
+        if barrier is not None:
+            try:
+                barrier.wait(self._barrier_timeout)
+            except threading.BrokenBarrierError:
+                pass
+
+    # -- objects ------------------------------------------------------------------------------
+    def _commit(self, repo: Repo, branch: str, tree: dict[str, str], message: str, parents: list[str]) -> str:
+        sha = hashlib.sha1(f"{parents}{sorted(tree.items())}{message}{next(self._ids)}".encode()).hexdigest()
+        repo.commits[sha] = Commit(sha, tree, parents, message, _now())
+        repo.refs[branch] = sha
+        return sha
+
+    def _new_comment(self, repo: Repo, issue: int, body: str, user: dict[str, Any], base: str) -> dict[str, Any]:
+        cid, now = next(self._ids), _now()
+        comment = {
+            "id": cid, "node_id": "IC_kwDO" + base64.b64encode(str(cid).encode()).decode().rstrip("="),
+            "url": f"{base}/repos/{repo.full_name}/issues/comments/{cid}",
+            "html_url": f"https://github.com/{repo.full_name}/pull/{issue}#issuecomment-{cid}",
+            "issue_url": f"{base}/repos/{repo.full_name}/issues/{issue}",
+            "body": body, "user": dict(user), "created_at": now, "updated_at": now,
+            "author_association": "NONE" if user["type"] == "Bot" else "CONTRIBUTOR", "issue": issue,
+        }
+        repo.comments[cid] = comment
+        return self._public(comment)
+
+    @staticmethod
+    def _public(comment: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in comment.items() if k != "issue"}
+
+
+@dataclass
+class _Ctx:
+    srv: GitHubServer
+    repo: Repo
+    base: str
+    query: dict[str, str]
+    body: Any
+
+    def repo_url(self) -> str:
+        return f"{self.base}/repos/{self.repo.full_name}"
+
+    def field(self, name: str) -> Any:
+        if not isinstance(self.body, dict) or name not in self.body:
+            raise _error(422, f'Invalid request.\n\n"{name}" wasn\'t supplied.')
+        return self.body[name]
+
+    def page(self, items: list[Any], path: str) -> tuple[int, Any, dict[str, str]]:
+        """One page of ``items`` and GitHub's Link header (first/prev/next/last as they apply)."""
+        try:
+            per_page = min(max(int(self.query.get("per_page", "30")), 1), 100)
+            page = max(int(self.query.get("page", "1")), 1)
+        except ValueError:
+            raise _error(422, "Invalid request.") from None
+        last = max((len(items) + per_page - 1) // per_page, 1)
+        others = {k: v for k, v in self.query.items() if k not in ("per_page", "page")}
+
+        def link(p: int) -> str:
+            qs = "&".join(f"{k}={quote(v)}" for k, v in {**others, "per_page": str(per_page), "page": str(p)}.items())
+            return f"<{self.base}{path}?{qs}>"
+
+        rels = []
+        if page > 1:
+            rels += [f'{link(page - 1)}; rel="prev"']
+        if page < last:
+            rels += [f'{link(page + 1)}; rel="next"', f'{link(last)}; rel="last"']
+        if page > 1:
+            rels += [f'{link(1)}; rel="first"']
+        return 200, items[(page - 1) * per_page : page * per_page], ({"Link": ", ".join(rels)} if rels else {})
+
+    def head(self, ref: str | None) -> Commit:
+        ref = ref or self.repo.default_branch
+        sha = self.repo.refs.get(ref) or (ref if ref in self.repo.commits else None)
+        if sha is None:
+            raise _error(404, f"No commit found for the ref {ref}")
+        return self.repo.commits[sha]
+
+    def content_obj(self, path: str, sha: str, ref: str) -> dict[str, Any]:
+        url = f"{self.repo_url()}/contents/{quote(path)}?ref={quote(ref)}"
+        git = f"{self.repo_url()}/git/blobs/{sha}"
+        html = f"https://github.com/{self.repo.full_name}/blob/{ref}/{path}"
+        return {"name": path.rsplit("/", 1)[-1], "path": path, "sha": sha, "size": len(self.repo.blobs[sha]), "url": url,
+                "html_url": html, "git_url": git, "download_url": f"https://raw.githubusercontent.com/{self.repo.full_name}/{ref}/{path}",
+                "type": "file", "_links": {"self": url, "git": git, "html": html}}
+
+    def commit_obj(self, c: Commit) -> dict[str, Any]:
+        who = {"name": "github-actions[bot]", "email": "41898282+github-actions[bot]@users.noreply.github.com", "date": c.date}
+        return {"sha": c.sha, "node_id": "C_" + c.sha[:20], "url": f"{self.repo_url()}/git/commits/{c.sha}",
+                "html_url": f"https://github.com/{self.repo.full_name}/commit/{c.sha}", "author": who, "committer": who,
+                "message": c.message, "tree": {"sha": hashlib.sha1(repr(sorted(c.tree.items())).encode()).hexdigest()},
+                "parents": [{"sha": p, "url": f"{self.repo_url()}/git/commits/{p}"} for p in c.parents]}
+
+    def ref_obj(self, branch: str) -> dict[str, Any]:
+        sha = self.repo.refs[branch]
+        return {"ref": f"refs/heads/{branch}", "node_id": "REF_" + sha[:12], "url": f"{self.repo_url()}/git/refs/heads/{quote(branch)}",
+                "object": {"sha": sha, "type": "commit", "url": f"{self.repo_url()}/git/commits/{sha}"}}
+
+
+Reply = tuple[int, Any, dict[str, str]]
+
+
+def _get_repo(c: _Ctx, *, accept: str) -> Reply:
+    r = c.repo
+    return 200, {"id": r.id, "node_id": f"R_{r.id}", "name": r.full_name.split("/")[1], "full_name": r.full_name, "private": True,
+                 "owner": {"login": r.full_name.split("/")[0], "type": "Organization"}, "default_branch": r.default_branch,
+                 "url": c.repo_url(), "html_url": f"https://github.com/{r.full_name}",
+                 "permissions": {"admin": False, "push": True, "pull": True}}, {}
+
+
+def _list_comments(c: _Ctx, issue: str, *, accept: str) -> Reply:
+    items = sorted((cm for cm in c.repo.comments.values() if cm["issue"] == int(issue)), key=lambda cm: cm["id"])
+    return c.page([c.srv._public(cm) for cm in items], f"/repos/{c.repo.full_name}/issues/{issue}/comments")
+
+
+def _check_body(c: _Ctx) -> str:
+    body = c.field("body")
+    if not isinstance(body, str):
+        raise _error(422, "Invalid request.\n\nFor 'properties/body', nil is not a string.")
+    if len(body) > MAX_COMMENT:
+        raise _error(422, "Validation Failed", errors=[{"resource": "IssueComment", "code": "custom", "field": "body",
+                                                        "message": f"body is too long (maximum is {MAX_COMMENT} characters)"}])
+    return body
+
+
+def _create_comment(c: _Ctx, issue: str, *, accept: str) -> Reply:
+    comment = c.srv._new_comment(c.repo, int(issue), _check_body(c), BOT, c.base)
+    return 201, comment, {"Location": comment["url"]}
+
+
+def _comment(c: _Ctx, cid: str) -> dict[str, Any]:
+    comment = c.repo.comments.get(int(cid))
+    if comment is None:
+        raise _error(404, "Not Found")
+    return comment
+
+
+def _get_comment(c: _Ctx, cid: str, *, accept: str) -> Reply:
+    return 200, c.srv._public(_comment(c, cid)), {}
+
+
+def _update_comment(c: _Ctx, cid: str, *, accept: str) -> Reply:
+    comment = _comment(c, cid)
+    comment["body"], comment["updated_at"] = _check_body(c), _now()
+    return 200, c.srv._public(comment), {}
+
+
+def _delete_comment(c: _Ctx, cid: str, *, accept: str) -> Reply:
+    del c.repo.comments[_comment(c, cid)["id"]]
+    return 204, None, {}
+
+
+def _get_contents(c: _Ctx, path: str, *, accept: str) -> Reply:
+    ref = c.query.get("ref") or c.repo.default_branch
+    tree = c.head(ref).tree
+    path = path.strip("/")
+    if path in tree:
+        data = c.repo.blobs[tree[path]]
+        if "raw" in accept:
+            return 200, data.decode("utf-8"), {"Content-Type": "application/vnd.github.raw+json; charset=utf-8", "_raw": "1"}
+        obj = c.content_obj(path, tree[path], ref)
+        large = len(data) > c.srv.large_file_limit
+        return 200, {**obj, "encoding": "none" if large else "base64", "content": "" if large else _b64_lines(data)}, {}
+    inside = sorted(p for p in tree if p.startswith(path + "/"))
+    if inside:
+        names = sorted({p[len(path) + 1 :].split("/")[0] for p in inside})
+        return 200, [{"name": n, "path": f"{path}/{n}", "type": "file" if f"{path}/{n}" in tree else "dir"} for n in names], {}
+    raise _error(404, "Not Found")
+
+
+def _put_contents(c: _Ctx, path: str, *, accept: str) -> Reply:
+    message, content = c.field("message"), c.field("content")
+    try:
+        data = base64.b64decode(content, validate=True)
+    except (ValueError, TypeError):
+        raise _error(422, "content is not valid Base64") from None
+    branch = c.body.get("branch") or c.repo.default_branch
+    if branch not in c.repo.refs:
+        raise _error(404, f"Branch {branch} not found")
+    head = c.repo.commits[c.repo.refs[branch]]
+    path = path.strip("/")
+    sha = c.body.get("sha")
+    if c.srv._conflict_storm > 0:
+        c.srv._conflict_storm -= 1
+        raise _error(409, f"{path} does not match {sha or ''}".rstrip())
+    existed = path in head.tree
+    if existed and not sha:
+        raise _error(422, 'Invalid request.\n\n"sha" wasn\'t supplied.')
+    if existed and sha != head.tree[path]:
+        raise _error(409, f"{path} does not match {sha}")
+    c.repo.blobs[blob_sha(data)] = data
+    new = c.srv._commit(c.repo, branch, {**head.tree, path: blob_sha(data)}, message, parents=[head.sha])
+    return (200 if existed else 201), {"content": c.content_obj(path, blob_sha(data), branch),
+                                      "commit": c.commit_obj(c.repo.commits[new])}, {}
+
+
+def _get_ref(c: _Ctx, branch: str, *, accept: str) -> Reply:
+    if branch not in c.repo.refs:
+        raise _error(404, "Not Found")
+    return 200, c.ref_obj(branch), {}
+
+
+def _create_ref(c: _Ctx, *, accept: str) -> Reply:
+    ref, sha = c.field("ref"), c.field("sha")
+    if not isinstance(ref, str) or not ref.startswith("refs/") or ref.count("/") < 2:
+        raise _error(422, f"{ref} is not a valid ref name.")
+    if sha not in c.repo.commits:
+        raise _error(422, "Object does not exist")
+    branch = ref.removeprefix("refs/heads/")
+    if branch in c.repo.refs:
+        raise _error(422, "Reference already exists")
+    c.repo.refs[branch] = sha
+    obj = c.ref_obj(branch)
+    return 201, obj, {"Location": obj["url"]}
+
+
+def _list_commits(c: _Ctx, *, accept: str) -> Reply:
+    commit: Commit | None = c.head(c.query.get("sha"))
+    out = []
+    while commit is not None:
+        out.append({"sha": commit.sha, "node_id": "C_" + commit.sha[:20], "commit": c.commit_obj(commit),
+                    "parents": [{"sha": p} for p in commit.parents], "html_url": f"https://github.com/{c.repo.full_name}/commit/{commit.sha}"})
+        commit = c.repo.commits[commit.parents[0]] if commit.parents else None
+    return c.page(out, f"/repos/{c.repo.full_name}/commits")
+
+
+def _get_commit(c: _Ctx, sha: str, *, accept: str) -> Reply:
+    found = c.repo.commits.get(sha) or (c.repo.commits[c.repo.refs[sha]] if sha in c.repo.refs else None)
+    if found is None:
+        raise _error(422, f"No commit found for SHA: {sha}")
+    return 200, {"sha": found.sha, "commit": c.commit_obj(found), "parents": [{"sha": p} for p in found.parents]}, {}
+
+
+_ROUTES: list[tuple[str, str, Callable[..., Reply]]] = [
+    ("GET", r"", _get_repo),
+    ("GET", r"/issues/(\d+)/comments", _list_comments),
+    ("POST", r"/issues/(\d+)/comments", _create_comment),
+    ("GET", r"/issues/comments/(\d+)", _get_comment),
+    ("PATCH", r"/issues/comments/(\d+)", _update_comment),
+    ("DELETE", r"/issues/comments/(\d+)", _delete_comment),
+    ("GET", r"/contents/(.+)", _get_contents),
+    ("PUT", r"/contents/(.+)", _put_contents),
+    ("GET", r"/git/ref/heads/(.+)", _get_ref),
+    ("POST", r"/git/refs", _create_ref),
+    ("GET", r"/commits", _list_commits),
+    ("GET", r"/commits/([^/]+)", _get_commit),
+]
