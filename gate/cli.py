@@ -93,14 +93,15 @@ def report_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=indent, ensure_ascii=False) + "\n"
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace, **run_options: Any) -> tuple[int, dict[str, Any]]:
+    """Run and write every report the arguments ask for; (exit code, report). ``run_options`` go to gate.run.run."""
     from gate.output import write_text
     from gate.render.console import render_console
     from gate.run import run
 
     on_start, on_done, close = _progress(not args.no_progress and not args.quiet)
     try:
-        report = run(args.config, on_start=on_start, on_done=on_done, use_cache=not args.no_cache)
+        report = run(args.config, on_start=on_start, on_done=on_done, use_cache=not args.no_cache, **run_options)
     finally:
         close()
     if args.report:
@@ -117,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.quiet:
         text = text.splitlines()[-1] + "\n"
     (sys.stderr if args.report == "-" else sys.stdout).write(text)
-    return int(report["exit_code"])
+    return int(report["exit_code"]), report
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -198,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "run":
-            return cmd_run(args)
+            return cmd_run(args)[0]
         if args.command == "validate":
             return cmd_validate(args)
         if args.command == "history":
