@@ -3,10 +3,18 @@ FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    RAGAS_DO_NOT_TRACK=true \
+    DEEPEVAL_TELEMETRY_OPT_OUT=1
 
-COPY constraints.txt pyproject.toml README.md config.schema.json entrypoint.py /action/
+# Dependencies first (pinned), so that a code change rebuilds only the last layers.
+COPY constraints.txt /action/constraints.txt
+RUN pip install --constraint /action/constraints.txt \
+        "ragas==0.4.3" "deepeval==4.3.1" "langchain-community==0.4.1" "openai==1.109.1" "instructor==1.3.2" \
+        "httpx==0.28.1" "pyyaml" "jsonschema" "requests" "tqdm"
+
+COPY pyproject.toml README.md config.schema.json entrypoint.py /action/
 COPY gate/ /action/gate/
-RUN pip install --constraint /action/constraints.txt /action
+RUN pip install --no-deps /action
 
 ENTRYPOINT ["python", "/action/entrypoint.py"]

@@ -20,7 +20,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -121,7 +121,7 @@ class GitHubClient:
         existing, posted = self.find_comment(issue_number, marker), False
         for attempt in range(1, self.max_retries + 2):
             if existing is not None:
-                if existing.get("body", "").replace("\r\n", "\n") == body.replace("\r\n", "\n"):
+                if (existing.get("body") or "").replace("\r\n", "\n") == body.replace("\r\n", "\n"):
                     return int(existing["id"]), "created" if posted else "unchanged"
                 try:
                     resp = self._request("PATCH", f"{self._repo_path}/issues/comments/{existing['id']}", body={"body": body})
@@ -201,8 +201,19 @@ class GitHubClient:
                 break
         return shas
 
+    def pull_head_sha(self, number: int) -> str | None:
+        """The head commit of pull request ``number``; None if there is no such pull request."""
+        try:
+            data = self._json(self._request("GET", f"{self._repo_path}/pulls/{int(number)}"))
+        except NotFound:
+            return None
+        sha = ((data.get("head") or {}) if isinstance(data, dict) else {}).get("sha")
+        if not isinstance(sha, str) or not sha:
+            raise GitHubError(None, f"GET {self._repo_path}/pulls/{int(number)}: the answer has no head.sha")
+        return sha
+
     # -- HTTP -------------------------------------------------------------------------------
-    def _pages(self, path: str, params: dict[str, Any] | None = None) -> Any:
+    def _pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Every item of a paginated list, following the Link header's rel="next"."""
         url: str | None = path
         params = params or {"per_page": 100}

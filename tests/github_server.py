@@ -362,7 +362,8 @@ class GitHubServer:
             self._conflict_storm = n
 
     def hold_reads(self, n: int, timeout: float = 20.0) -> None:
-        """The next ``n`` contents GETs wait until all ``n`` have arrived (or ``timeout`` passed), then go on together."""
+        """The next ``n`` contents GETs are answered only once all ``n`` have been read (or ``timeout`` passed): every
+        one of them sees the same version of the file, as concurrent writers that all read before anyone writes."""
         with self._lock:
             self._held = n
             self._barrier = threading.Barrier(n)
@@ -410,6 +411,7 @@ class GitHubServer:
         if fault is not None and fault.action.kind == "drop":
             h.drop()
             return
+        barrier = self._take_hold() if h.command == "GET" and re.search(r"^/repos/[^/]+/[^/]+/contents/", path) else None
         if fault is not None and not fault.action.after:
             code, payload, headers = self._fault_reply(fault.action, auth)
         else:
@@ -423,6 +425,11 @@ class GitHubServer:
                 payload = b"" if out is None else json.dumps(out, ensure_ascii=False).encode("utf-8")
             if fault is not None:
                 code, payload, headers = self._fault_reply(fault.action, auth)
+        if barrier is not None:  # answered from the state every held reader saw, only once all of them have read it
+            try:
+                barrier.wait(self._barrier_timeout)
+            except threading.BrokenBarrierError:
+                pass
         headers.setdefault("X-GitHub-Api-Version-Selected", "2022-11-28")
         headers.setdefault("X-GitHub-Request-Id", f"FAKE:{id(rec):X}")
         rec.status = code
@@ -457,8 +464,6 @@ class GitHubServer:
         full, rest = f"{m[1]}/{m[2]}", m[3] or ""
         if method != "GET" and self.tokens[token] != "write":
             raise _error(403, "Resource not accessible by integration")
-        if method == "GET" and re.fullmatch(r"/contents/.+", rest):
-            self._wait_if_held()
         with self._lock:
             repo = self.repos[full]
             ctx = _Ctx(self, repo, base, query, body)
@@ -468,15 +473,12 @@ class GitHubServer:
                     return fn(ctx, *[unquote(g) for g in mm.groups()], accept=h.headers.get("Accept", ""))
         raise _error(404, "Not Found")
 
-    def _wait_if_held(self) -> None:
+    def _take_hold(self) -> threading.Barrier | None:
         with self._lock:
-            barrier = self._barrier if self._held > 0 else None
-            self._held -= 1 if barrier else 0
-        if barrier is not None:
-            try:
-                barrier.wait(self._barrier_timeout)
-            except threading.BrokenBarrierError:
-                pass
+            if self._held <= 0 or self._barrier is None:
+                return None
+            self._held -= 1
+            return self._barrier
 
     # -- objects ------------------------------------------------------------------------------
     def _commit(self, repo: Repo, branch: str, tree: dict[str, str], message: str, parents: list[str]) -> str:
