@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import secrets
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -26,6 +28,7 @@ COMMENT_POLICIES = ("always", "on-failure", "never")
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit for one step's job summary
 MAX_ANNOTATIONS = 10
 REPORT_ARTIFACT_LIMIT = 20 * 1024 * 1024
+COMMENT_ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # the spec schema's pattern for report.comment_id
 
 
 def action_input(env: Mapping[str, str], name: str, default: str = "") -> str:
@@ -60,10 +63,12 @@ def append_file(env: Mapping[str, str], var: str, text: str) -> None:
 
 
 def set_outputs(env: Mapping[str, str], outputs: Mapping[str, str]) -> None:
-    """Step outputs through GITHUB_OUTPUT (heredoc form: values may hold newlines)."""
+    """Step outputs through GITHUB_OUTPUT (heredoc form: values may hold newlines). The delimiter is random, as
+    GitHub advises, so that no value (metric names come from the spec, or from a fork's report) can end it early."""
     text = ""
     for key, value in outputs.items():
-        text += f"{key}<<RAG_GATE_EOF\n{value}\nRAG_GATE_EOF\n"
+        delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
+        text += f"{key}<<{delimiter}\n{value}\n{delimiter}\n"
     append_file(env, "GITHUB_OUTPUT", text)
 
 
@@ -122,26 +127,27 @@ def default_mode(env: Mapping[str, str], ev: Mapping[str, Any]) -> str:
 
 
 def summary_text(body: str) -> str:
+    """The job summary: the comment's Markdown (already under 65,536 characters), cut at GitHub's 1 MiB if ever needed."""
     if len(body.encode("utf-8")) <= SUMMARY_LIMIT:
         return body
-    from gate.render.markdown import render_comment  # noqa: F401  (the comment renderer already cuts details)
-
     return body.encode("utf-8")[: SUMMARY_LIMIT - 200].decode("utf-8", "ignore") + "\n\n_Cut to fit the job summary limit._\n"
+
+
+NEUTRAL_BODY = "## ✅ rag-gate passed\n\nEvery gate passes now; the earlier failure report was replaced.\n"
 
 
 def post_comment(client: Any, pr: int, report: Mapping[str, Any], policy: str) -> str:
     """Create, edit, neutralise or skip the PR comment; returns what happened, in words."""
     from gate.render.markdown import marker, render_comment
 
-    mark = marker(report.get("run", {}).get("comment_id", "default"))
+    mark = marker(report.get("run", {}).get("comment_id") or "default")
     if policy == "never":
         return "comment: never"
     if policy == "on-failure" and report.get("verdict") == "pass":
-        existing = client.find_comment(pr, mark)
-        if existing is None:
+        if client.find_comment(pr, mark) is None:
             return "passed: no comment needed"
-        client.upsert_comment(pr, f"{mark}\n## ✅ rag-gate passed\n\nEvery gate passes now; the earlier failure report was replaced.\n", mark)
-        return "passed: the earlier failure comment was neutralised"
+        _, what = client.upsert_comment(pr, f"{mark}\n{NEUTRAL_BODY}", mark)
+        return "passed: the earlier failure comment was neutralised" if what == "updated" else f"passed: the passed comment is {what}"
     _, what = client.upsert_comment(pr, render_comment(dict(report)), mark)
     return f"comment {what}"
 
@@ -161,13 +167,14 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
 
 
 def _main(env: dict[str, str]) -> int:
-    from gate.errors import InputError
+    from gate.errors import EXIT_ERROR, InputError
 
+    token = action_input(env, "github-token")
     if env.get("GITHUB_WORKSPACE"):
         os.chdir(env["GITHUB_WORKSPACE"])
-    ev = event(env)
     config = action_input(env, "config", "rag-eval.yml")
-    token = action_input(env, "github-token")
+    mask_secrets(env, token, config)  # first: nothing printed before it can show the token
+    ev = event(env)
     policy = action_input(env, "comment", "always")
     mode = action_input(env, "mode") or default_mode(env, ev)
     report_path = action_input(env, "report-path", "rag-gate-report.json")
@@ -175,27 +182,26 @@ def _main(env: dict[str, str]) -> int:
         raise InputError(f"must be one of {', '.join(COMMENT_POLICIES)}, got {policy!r}", key="input comment")
     if mode not in MODES:
         raise InputError(f"must be one of {', '.join(MODES)}, got {mode!r}", key="input mode")
-    mask_secrets(env, token, config)
     client = _client(env, token)
     if mode == "report":
         return _report_mode(env, ev, client, policy, report_path)
 
-    pr = (ev.get("pull_request") or {}).get("number")
-    base_sha = ((ev.get("pull_request") or {}).get("base") or {}).get("sha")
+    pull = ev.get("pull_request") or {}
+    pr = pull.get("number")
+    base_sha = (pull.get("base") or {}).get("sha")
+    head_sha = (pull.get("head") or {}).get("sha") or (None if pull else env.get("GITHUB_SHA"))
     store = _history_store(env, client)
     options: dict[str, Any] = {}
     if store is not None:
-        options["history_store"] = store
-        from gate.github import baseline_entry
-
-        options["choose_baseline"] = lambda entries: baseline_entry(entries, base_sha, None) if base_sha else None
+        options["history_store"] = _ReadTolerant(store) if mode == "gate" else store
+        options["choose_baseline"] = _baseline_chooser(client, base_sha)
     args = argparse.Namespace(config=config, report=report_path, markdown=str(Path(report_path).with_suffix(".md")),
                               junit=str(Path(report_path).with_suffix(".xml")), no_progress=True, quiet=False, no_cache=False)
     from gate.cli import cmd_run
 
     with group("rag-gate: run"):
         code, report = cmd_run(args, **options)
-    report.setdefault("run", {}).update({"pr": pr, "head_sha": ((ev.get("pull_request") or {}).get("head") or {}).get("sha")})
+    report.setdefault("run", {}).update({"pr": pr, "head_sha": head_sha})
     Path(report_path).write_text(json.dumps(report, ensure_ascii=False) + "\n", encoding="utf-8")
     body = Path(args.markdown).read_text(encoding="utf-8")
     append_file(env, "GITHUB_STEP_SUMMARY", summary_text(body))
@@ -203,7 +209,11 @@ def _main(env: dict[str, str]) -> int:
         print(line, flush=True)
     set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": headline(report)})
     if mode == "record" and store is not None:
-        _record(env, store, report)
+        if not _record(env, store, report):
+            return max(code, EXIT_ERROR)
+    elif mode == "record":
+        print(workflow_command("error", "mode record needs a github-token (and GITHUB_REPOSITORY) to write the history branch"), flush=True)
+        return max(code, EXIT_ERROR)
     elif mode == "gate" and pr and client is not None:
         _comment(client, int(pr), report, policy)
     elif mode == "gate" and pr:
@@ -228,19 +238,68 @@ def _history_store(env: Mapping[str, str], client: Any) -> Any:
                             branch=action_input(env, "history-branch", "rag-gate-history"))
 
 
-def _record(env: Mapping[str, str], store: Any, report: Mapping[str, Any]) -> None:
-    from gate.github import PermissionDenied
+class _ReadTolerant:
+    """The repository history for a gate run: when it cannot be read (a token without `contents: read`, GitHub
+    down), the gate still runs, against the committed baseline, and says so in the report's warnings."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.warnings: list[str] = store.warnings
+
+    def read(self) -> list[dict[str, Any]]:
+        from gate.github import GitHubError
+
+        try:
+            return list(self.store.read())
+        except GitHubError as exc:
+            self.warnings.append(f"the history {self.store.where} could not be read, so trend gates have no history and the "
+                                 f"baseline is the committed file: {exc.message}")
+            return []
+
+    def append(self, entry: dict[str, Any]) -> None:  # pragma: no cover - a gate run never records
+        self.store.append(entry)
+
+
+def _baseline_chooser(client: Any, base_sha: str | None) -> Any:
+    """choose_baseline for gate.run.run: the history entry of the PR's base commit, else of its newest ancestor
+    that has one. The base commit's ancestors cost one API call, made only when the base commit has no entry."""
+    from gate.github import GitHubError, baseline_entry
+
+    def choose(entries: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
+        found = baseline_entry(entries, base_sha, None)
+        if found[0] is not None or not base_sha or not entries:
+            return found
+        try:
+            ancestors: list[str] | None = client.recent_commits(base_sha, 100)
+        except GitHubError as exc:
+            print(workflow_command("warning", f"the base commit's ancestors could not be listed, so only its own history entry "
+                                              f"could be the baseline: {exc.message}"), flush=True)
+            ancestors = None
+        return baseline_entry(entries, base_sha, ancestors)
+
+    return choose
+
+
+def _record(env: Mapping[str, str], store: Any, report: Mapping[str, Any]) -> bool:
+    """Append the run to the history; False (after an ::error::) if it could not be written."""
+    from gate.github import GitHubError, PermissionDenied
     from gate.history import entry_from_report
 
     if report.get("verdict") == "error":
         print(workflow_command("warning", "the run did not complete: it is not recorded in the history"), flush=True)
-        return
+        return True
     try:
         store.append(entry_from_report(dict(report), branch=env.get("GITHUB_REF_NAME"), commit=env.get("GITHUB_SHA")))
-        print(f"rag-gate: recorded in the history ({store.branch}:{store.path})", flush=True)
     except PermissionDenied:
-        print(workflow_command("error", "the token cannot write the history branch: give the job `permissions: contents: write`"),
-              flush=True)
+        print(workflow_command("error", f"the token cannot write the history branch {store.branch}: give the job "
+                                        "`permissions: contents: write`", title="rag-gate: history not recorded"), flush=True)
+        return False
+    except GitHubError as exc:
+        print(workflow_command("error", f"{exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""),
+                               title="rag-gate: history not recorded"), flush=True)
+        return False
+    print(f"rag-gate: recorded in the history ({store.branch}:{store.path})", flush=True)
+    return True
 
 
 def _comment(client: Any, pr: int, report: Mapping[str, Any], policy: str) -> None:
@@ -271,18 +330,36 @@ def _report_mode(env: Mapping[str, str], ev: Mapping[str, Any], client: Any, pol
     if not isinstance(report, dict) or report.get("schema_version") != 1 or report.get("verdict") not in ("pass", "fail", "error") \
             or not isinstance(report.get("stages"), dict):
         raise InputError("not a rag-gate report (schema_version 1, verdict, stages)", file=report_path)
-    run = report.get("run") or {}
+    run = report.get("run")
+    if not isinstance(run, dict):
+        raise InputError("not a rag-gate report of a pull request (no run object)", file=report_path, key="run")
     head = (ev.get("workflow_run") or {}).get("head_sha")
     pr = run.get("pr")
-    if not isinstance(pr, int) or not head or run.get("head_sha") != head:
-        raise InputError("the report's pull request and head commit do not match the workflow run that produced it",
-                         file=report_path, key="run.head_sha")
+    if not isinstance(head, str) or not head:
+        raise InputError("the event has no workflow_run.head_sha: mode report runs in a workflow_run job", key="GITHUB_EVENT_PATH")
+    if not isinstance(pr, int) or isinstance(pr, bool) or pr <= 0:
+        raise InputError("the report names no pull request (it was not made by a pull_request run)", file=report_path, key="run.pr")
+    if run.get("head_sha") != head:
+        raise InputError(f"the report's head commit {str(run.get('head_sha'))[:12]!r} is not the head commit {head[:12]} of the "
+                         "workflow run that produced it: refusing to comment", file=report_path, key="run.head_sha")
+    if not COMMENT_ID.fullmatch(str(run.get("comment_id") or "default")):
+        raise InputError("run.comment_id must match [A-Za-z0-9_.-]+", file=report_path, key="run.comment_id")
+    try:
+        from gate.render.markdown import render_comment
+
+        body = render_comment(report)
+        metrics = headline(report)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise InputError(f"not a well-formed rag-gate report ({type(exc).__name__}: {str(exc)[:100]})", file=report_path) from None
     if client is None:
         raise InputError("mode report needs a github-token that can write pull-request comments", key="input github-token")
-    if client.pull_head_sha(pr) != head:
-        raise InputError(f"pull request #{pr}'s head is not {head[:7]}: refusing to comment on it", file=report_path, key="run.pr")
+    current = client.pull_head_sha(pr)
+    if current != head:
+        now = "does not exist" if current is None else f"is now {current[:12]}"
+        raise InputError(f"pull request #{pr}'s head {now}, not {head[:12]}: refusing to comment on it", file=report_path, key="run.pr")
+    append_file(env, "GITHUB_STEP_SUMMARY", summary_text(body))
     _comment(client, pr, report, policy)
-    set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": headline(report)})
+    set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": metrics})
     return 0  # the pull_request job's check carries the verdict; this job only comments
 
 

@@ -15,6 +15,7 @@ GitHub's response shapes, status codes and error bodies:
     POST   /repos/{o}/{r}/git/refs                        201 | 422 "Reference already exists"
     GET    /repos/{o}/{r}/commits?sha=&per_page=&page=    first-parent history, newest first
     GET    /repos/{o}/{r}/commits/{sha}                   minimal commit | 422
+    GET    /repos/{o}/{r}/pulls/{n}                       pull request (number, state, head/base sha and ref) | 404
 
     with GitHubServer() as gh:        # gh.api_url, gh.requests, gh.count(status=409), ...
         client = GitHubClient(gh.api_url, WRITE_TOKEN, gh.repo)
@@ -156,6 +157,7 @@ class Repo:
     commits: dict[str, Commit] = field(default_factory=dict)
     blobs: dict[str, bytes] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> comment (with "issue")
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)  # number -> {"head": (sha, ref, fork), "base": (sha, ref)}
 
 
 class _Reply(Exception):
@@ -344,6 +346,13 @@ class GitHubServer:
         with self._lock:
             r = self._repo(repo)
             return self._new_comment(r, issue, body, {"login": login, "id": 583231, "type": "User"}, "https://github.com")
+
+    def add_pull(self, number: int, head_sha: str, base_sha: str, *, head_ref: str = "feature", base_ref: str | None = None,
+                 fork: bool = False, repo: str | None = None) -> None:
+        """Register pull request ``number`` (or move its head: a new push); ``fork``: its head is in another repository."""
+        with self._lock:
+            r = self._repo(repo)
+            r.pulls[number] = {"head": (head_sha, head_ref, fork), "base": (base_sha, base_ref or r.default_branch)}
 
     def comments(self, issue: int, repo: str | None = None) -> list[dict[str, Any]]:
         with self._lock:
@@ -706,6 +715,24 @@ def _get_commit(c: _Ctx, sha: str, *, accept: str) -> Reply:
     return 200, {"sha": found.sha, "commit": c.commit_obj(found), "parents": [{"sha": p} for p in found.parents]}, {}
 
 
+def _get_pull(c: _Ctx, number: str, *, accept: str) -> Reply:
+    pull = c.repo.pulls.get(int(number))
+    if pull is None:
+        raise _error(404, "Not Found")
+    (head_sha, head_ref, fork), (base_sha, base_ref) = pull["head"], pull["base"]
+    owner, name = c.repo.full_name.split("/")
+    head_repo = f"contributor/{name}" if fork else c.repo.full_name
+
+    def side(sha: str, ref: str, full: str) -> dict[str, Any]:
+        return {"label": f"{full.split('/')[0]}:{ref}", "ref": ref, "sha": sha,
+                "repo": {"full_name": full, "name": name, "fork": full != c.repo.full_name, "owner": {"login": full.split("/")[0]}}}
+
+    return 200, {"url": f"{c.repo_url()}/pulls/{number}", "id": 5_000_000 + int(number), "number": int(number), "state": "open",
+                 "html_url": f"https://github.com/{c.repo.full_name}/pull/{number}", "title": f"Pull request {number}",
+                 "user": {"login": "contributor" if fork else owner, "type": "User"},
+                 "head": side(head_sha, head_ref, head_repo), "base": side(base_sha, base_ref, c.repo.full_name)}, {}
+
+
 _ROUTES: list[tuple[str, str, Callable[..., Reply]]] = [
     ("GET", r"", _get_repo),
     ("GET", r"/issues/(\d+)/comments", _list_comments),
@@ -719,4 +746,5 @@ _ROUTES: list[tuple[str, str, Callable[..., Reply]]] = [
     ("POST", r"/git/refs", _create_ref),
     ("GET", r"/commits", _list_commits),
     ("GET", r"/commits/([^/]+)", _get_commit),
+    ("GET", r"/pulls/(\d+)", _get_pull),
 ]

@@ -384,6 +384,23 @@ def test_recent_commits_follows_pages_newest_first(gh, client):
     assert client.recent_commits(made[50], limit=3) == [made[50], made[49], made[48]]
 
 
+def test_pull_head_sha_follows_the_pull_request_and_is_none_for_an_unknown_one(gh, client, sleeps):
+    head, base = gh.add_commit("main", "pr head"), gh.branch_sha("main")
+    gh.add_pull(PR, head, base, fork=True)
+    assert client.pull_head_sha(PR) == head
+    gh.add_pull(PR, "f" * 40, base)  # a new push to the pull request moves its head
+    assert client.pull_head_sha(PR) == "f" * 40
+    assert client.pull_head_sha(PR + 1) is None
+    assert gh.count(method="GET", path=rf"/pulls/{PR + 1}$", status=404) == 1
+    got = requests.get(f"{gh.api_url}/repos/{gh.repo}/pulls/{PR}", headers={"Authorization": f"Bearer {READ_TOKEN}"}, timeout=10)
+    assert got.status_code == 200  # a read-only token may read it
+    assert (got.json()["number"], got.json()["head"]["sha"], got.json()["base"]["sha"]) == (PR, "f" * 40, base)
+    gh.inject(status(500, {"message": "Oops"}), times=99, method="GET", path=r"/pulls/")
+    with pytest.raises(GitHubError) as err:  # a server error is not "no such pull request"
+        client.pull_head_sha(PR)
+    assert err.value.status == 500 and not isinstance(err.value, NotFound)
+
+
 # --------------------------------------------------------------------------- RepoHistoryStore
 
 

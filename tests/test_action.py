@@ -1,0 +1,482 @@
+"""The GitHub Action end to end, run the way GitHub runs the container's entry point: ``python entrypoint.py`` in a
+real subprocess, with GitHub's INPUT_* / GITHUB_* environment, an event file, GITHUB_OUTPUT and GITHUB_STEP_SUMMARY
+files, the quickstart RAG (an in-process python target, offline) as the workspace, and the fake GitHub REST API
+(tests/github_server.py) on 127.0.0.1 as GITHUB_API_URL."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gate.render.markdown import marker
+from tests.github_server import READ_TOKEN, WRITE_TOKEN, GitHubServer, status
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "examples" / "quickstart"
+REPO = "owner/repo"
+MARK = marker()
+HISTORY = "rag-gate/history.jsonl"
+HISTORY_BRANCH = "rag-gate-history"
+PR = 17
+HEAD = "9e" * 20  # a PR head commit (the fake needs to know it only for mode report)
+RETRIEVAL_ROW = re.compile(r"^\| `hit_rate@5` \| 0\.9062 \| 0\.9062 \|", re.M)
+NEUTRAL = f"{MARK}\n## ✅ rag-gate passed\n\nEvery gate passes now; the earlier failure report was replaced.\n"
+_runs = itertools.count(1)
+
+
+@pytest.fixture
+def gh():
+    with GitHubServer(repos=(REPO,)) as srv:
+        yield srv
+
+
+@pytest.fixture
+def ws(tmp_path) -> Path:
+    return workspace(tmp_path)
+
+
+def workspace(tmp_path: Path, name: str = "ws") -> Path:
+    """A checkout of the quickstart: its spec, golden set, RAG and committed baseline (no judge cache)."""
+    dest = tmp_path / name
+    shutil.copytree(QUICKSTART, dest, ignore=shutil.ignore_patterns(".rag-gate", ".mypy_cache", "__pycache__", ".pytest_cache"))
+    assert (dest / "eval" / "baseline.json").is_file() and not (dest / ".rag-gate").exists()
+    return dest
+
+
+def impossible_threshold(ws: Path) -> None:
+    spec = ws / "rag-eval.yml"
+    text = spec.read_text(encoding="utf-8")
+    assert "hit_rate@5: {min: 0.80," in text
+    spec.write_text(text.replace("hit_rate@5: {min: 0.80,", "hit_rate@5: {min: 0.99,"), encoding="utf-8")
+
+
+def restore_threshold(ws: Path) -> None:
+    shutil.copy(QUICKSTART / "rag-eval.yml", ws / "rag-eval.yml")
+
+
+def pr_event(number: int = PR, head: str = HEAD, base: str = "0" * 40) -> dict[str, Any]:
+    return {"action": "synchronize", "number": number,
+            "pull_request": {"number": number, "head": {"sha": head, "ref": "feature"}, "base": {"sha": base, "ref": "main"}},
+            "repository": {"full_name": REPO, "default_branch": "main"}}
+
+
+def push_event(sha: str) -> dict[str, Any]:
+    return {"ref": "refs/heads/main", "after": sha, "repository": {"full_name": REPO, "default_branch": "main"}}
+
+
+def workflow_run_event(head: str) -> dict[str, Any]:
+    return {"action": "completed", "workflow_run": {"head_sha": head, "event": "pull_request", "conclusion": "failure",
+                                                    "pull_requests": []},
+            "repository": {"full_name": REPO, "default_branch": "main"}}
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+    outputs: dict[str, str]
+    summary: str
+    token: str
+
+    def lines(self, command: str) -> list[str]:
+        return [ln for ln in self.stdout.splitlines() if ln.startswith(f"::{command}")]
+
+    def __str__(self) -> str:  # shown when an assertion fails
+        return f"exit {self.code}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+
+def parse_outputs(text: str) -> dict[str, str]:
+    """GITHUB_OUTPUT in the heredoc form: name<<DELIMITER, the value's lines, DELIMITER."""
+    out, lines = {}, iter(text.splitlines())
+    for line in lines:
+        name, sep, delimiter = line.partition("<<")
+        assert sep and delimiter, f"not a heredoc output line: {line!r}"
+        value = []
+        for v in lines:
+            if v == delimiter:
+                break
+            value.append(v)
+        else:
+            raise AssertionError(f"output {name} is not closed by {delimiter}")
+        out[name] = "\n".join(value)
+    return out
+
+
+def run_action(gh: GitHubServer, ws: Path, event_name: str, event: dict[str, Any], *, token: str = WRITE_TOKEN,
+               mode: str | None = None, comment: str | None = None, sha: str = "c0ffee" * 6 + "beef", ref_name: str = "feature",
+               inputs: dict[str, str] | None = None) -> Result:
+    """One step of a job: GitHub's environment for the container, the entry point, what it left behind."""
+    n = next(_runs)
+    runner = ws.parent / f"runner-{n}"  # the runner's files live outside the workspace, as on GitHub
+    runner.mkdir()
+    (runner / "event.json").write_text(json.dumps(event), encoding="utf-8")
+    (runner / "output").touch()
+    (runner / "summary").touch()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_", "ACTIONS_"))}
+    env.update({
+        "GITHUB_ACTIONS": "true", "CI": "true",
+        "GITHUB_WORKSPACE": str(ws), "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": gh.api_url,
+        "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(runner / "event.json"),
+        "GITHUB_OUTPUT": str(runner / "output"), "GITHUB_STEP_SUMMARY": str(runner / "summary"),
+        "GITHUB_SHA": sha, "GITHUB_REF_NAME": ref_name,
+        "INPUT_CONFIG": "rag-eval.yml", "INPUT_GITHUB-TOKEN": token, "INPUT_COMMENT": comment or "always",
+        "INPUT_MODE": mode or "", "INPUT_REPORT-PATH": "rag-gate-report.json",
+        "INPUT_HISTORY-BRANCH": HISTORY_BRANCH, "INPUT_HISTORY-PATH": HISTORY,
+    })
+    for k, v in (inputs or {}).items():
+        env[f"INPUT_{k.upper()}"] = v
+    proc = subprocess.run([sys.executable, str(ROOT / "entrypoint.py")], cwd=ws, env=env, capture_output=True, text=True,
+                          timeout=120)
+    result = Result(proc.returncode, proc.stdout, proc.stderr, parse_outputs((runner / "output").read_text(encoding="utf-8")),
+                    (runner / "summary").read_text(encoding="utf-8"), token)
+    assert "Traceback" not in proc.stdout + proc.stderr, str(result)
+    assert_token_hidden(result)
+    return result
+
+
+def assert_token_hidden(r: Result, *files: Path) -> None:
+    """The token is printed once, in the ::add-mask:: line, and nowhere else."""
+    assert r.stdout.splitlines()[0] == f"::add-mask::{r.token}", str(r)  # first, before anything could show it
+    assert r.stdout.count(r.token) == 1, str(r)
+    texts = [r.stderr, r.summary, json.dumps(r.outputs), *(f.read_text(encoding="utf-8") for f in files if f.exists())]
+    for text in texts:
+        assert r.token not in text
+
+
+def comment_texts(gh: GitHubServer, number: int = PR) -> list[str]:
+    return [c["body"] for c in gh.comments(number, REPO)]
+
+
+def history(gh: GitHubServer) -> list[dict[str, Any]]:
+    text = gh.file(HISTORY, HISTORY_BRANCH, REPO)
+    return [json.loads(ln) for ln in (text or "").splitlines()]
+
+
+# --------------------------------------------------------------------------- mode gate, pull requests
+
+
+def test_gate_on_a_pull_request_comments_once_and_sets_outputs_summary_and_masks(gh, ws):
+    r = run_action(gh, ws, "pull_request", pr_event(base=gh.branch_sha("main", REPO)))
+    assert r.code == 0, str(r)
+    comments = gh.comments(PR, REPO)
+    assert len(comments) == 1
+    body = comments[0]["body"]
+    assert body.startswith(MARK + "\n## ✅ rag-gate passed")
+    assert "### ✅ Retrieval: pass" in body and RETRIEVAL_ROW.search(body)
+    assert "| Metric | Baseline | This run | Δ | Gate | Status |" in body
+    assert "baseline `eval/baseline.json`" in body  # no history yet: the committed baseline file
+    assert r.summary == body  # the job summary is the same report
+    assert "rag-gate: comment created" in r.stdout
+    # outputs
+    assert r.outputs["verdict"] == "pass"
+    assert r.outputs["report"] == "rag-gate-report.json"
+    metrics = json.loads(r.outputs["metrics"])
+    assert metrics["retrieval"]["hit_rate@5"] == pytest.approx(0.90625)
+    assert set(metrics) == {"retrieval", "generation", "robustness"}
+    # the reports the step leaves in the workspace, for an upload-artifact step
+    report = json.loads((ws / "rag-gate-report.json").read_text(encoding="utf-8"))
+    assert (report["verdict"], report["run"]["pr"], report["run"]["head_sha"]) == ("pass", PR, HEAD)
+    assert (ws / "rag-gate-report.md").read_text(encoding="utf-8") == body
+    assert (ws / "rag-gate-report.xml").is_file()
+    # log: a group around the run, no annotations on a pass, the token masked and nowhere else
+    assert "::group::rag-gate: run" in r.stdout and "::endgroup::" in r.stdout
+    assert r.lines("error") == []
+    assert_token_hidden(r, ws / "rag-gate-report.json", ws / "rag-gate-report.md", ws / "rag-gate-report.xml")
+    assert WRITE_TOKEN not in body
+    # what GitHub received: a Bearer token on every request, one comment created
+    assert gh.requests and all(q.auth_scheme == "Bearer" for q in gh.requests)
+    assert gh.count(method="POST", path=rf"/issues/{PR}/comments$", status=201) == 1
+    assert gh.count(method="GET", path=r"/commits$") == 0  # no history: no reason to list the base's ancestors
+
+
+def test_run_two_on_the_same_pull_request_edits_the_same_comment(gh, ws):
+    run_action(gh, ws, "pull_request", pr_event())
+    first = gh.comments(PR, REPO)
+    assert len(first) == 1
+    r = run_action(gh, ws, "pull_request", pr_event(head="ab" * 20))  # a new push to the PR
+    assert r.code == 0, str(r)
+    second = gh.comments(PR, REPO)
+    assert [c["id"] for c in second] == [first[0]["id"]]
+    patched = gh.count(method="PATCH", path=rf"/issues/comments/{first[0]['id']}$", status=200)
+    assert (patched == 1 and "rag-gate: comment updated" in r.stdout) or (patched == 0 and "rag-gate: comment unchanged" in r.stdout)
+    assert gh.count(method="POST", path=r"/comments$") == 1
+
+
+def test_a_failing_gate_fails_the_step_and_on_failure_neutralises_the_comment_once_fixed(gh, ws, tmp_path):
+    run_action(gh, ws, "pull_request", pr_event())
+    (cid,) = [c["id"] for c in gh.comments(PR, REPO)]
+
+    impossible_threshold(ws)
+    r = run_action(gh, ws, "pull_request", pr_event())
+    assert r.code == 1, str(r)
+    assert r.outputs["verdict"] == "fail"
+    errors = r.lines("error")
+    assert 1 <= len(errors) <= 10
+    assert any("hit_rate@5" in e and "title=rag-gate%3A hit_rate@5 gate failed" in e for e in errors), errors
+    (c,) = gh.comments(PR, REPO)
+    assert c["id"] == cid and c["body"].startswith(MARK + "\n## ❌ rag-gate failed: 1 of 13 gates failed")
+    assert "❌ `hit_rate@5`" in c["body"] and "### ❌ Retrieval: fail" in c["body"]
+    assert r.summary == c["body"]
+
+    restore_threshold(ws)
+    r = run_action(gh, ws, "pull_request", pr_event(), comment="on-failure")
+    assert r.code == 0, str(r)
+    assert [(c["id"], c["body"]) for c in gh.comments(PR, REPO)] == [(cid, NEUTRAL)]
+    assert "the earlier failure comment was neutralised" in r.stdout
+    assert RETRIEVAL_ROW.search(r.summary)  # the job summary still has the full report
+
+    other = PR + 1  # on-failure and nothing to neutralise: no comment at all
+    r = run_action(gh, ws, "pull_request", pr_event(number=other), comment="on-failure")
+    assert r.code == 0 and "passed: no comment needed" in r.stdout
+    assert gh.comments(other, REPO) == []
+    assert gh.count(method="POST", path=rf"/issues/{other}/comments$") == 0
+
+    impossible_threshold(ws)  # on-failure and a failure: the comment is posted
+    r = run_action(gh, ws, "pull_request", pr_event(number=other), comment="on-failure")
+    assert r.code == 1 and len(gh.comments(other, REPO)) == 1
+
+    r = run_action(gh, ws, "pull_request", pr_event(number=other + 1), comment="never")
+    assert r.code == 1 and gh.comments(other + 1, REPO) == [] and "comment: never" in r.stdout
+
+
+def test_more_than_ten_failed_gates_give_ten_error_annotations(gh, ws):
+    spec = ws / "rag-eval.yml"
+    text = spec.read_text(encoding="utf-8")
+    impossible = "".join(f"      {m}: {{min: 0.999}}\n" for m in ("hit_rate@5", "recall@5", "precision@5", "map", "context_recall@5", "ndcg@10"))
+    for line in ("hit_rate@5: {min: 0.80, max_drop: 0.02}", 'context_recall@5: {max_drop: "3%"}', "ndcg@10: {max_drop: 0.03}"):
+        assert f"      {line}\n" in text
+        text = text.replace(f"      {line}\n", "")
+    text = text.replace("    gates:\n", "    gates:\n" + impossible, 1)
+    text = text.replace("mrr: {min: 0.60,", "mrr: {min: 0.999,").replace("p95_latency_ms: {max: 800}", "p95_latency_ms: {max: 0.000001}")
+    text = text.replace("noise_robustness: {min: 0.7}", "noise_robustness: {min: 0.999}")
+    text = text.replace("rejection_rate: {min: 0.6}", "rejection_rate: {min: 0.999}")
+    text = text.replace("false_rejection_rate: {max: 0.1}", "false_rejection_rate: {max: 0.000001}")
+    text = text.replace("token_f1: {max_drop: 0.05}", "token_f1: {min: 0.999}").replace("rouge_l: {max_drop: 0.05}", "rouge_l: {min: 0.999}")
+    spec.write_text(text, encoding="utf-8")
+    r = run_action(gh, ws, "pull_request", pr_event(), comment="never")
+    assert r.code == 1, str(r)
+    report = json.loads((ws / "rag-gate-report.json").read_text(encoding="utf-8"))
+    failed = [g for s in report["stages"].values() for g in s["gates"] if g["status"] == "fail"]
+    assert len(failed) > 10
+    errors = r.lines("error")
+    assert len(errors) == 10  # GitHub shows at most 10 error annotations a step: the tenth says how many more
+    assert errors[-1].endswith(f"::{len(failed) - 9} more failures in the job summary")
+    assert [e.split("::")[1] for e in errors[:9]] == [f"error title=rag-gate%3A {g['metric']} gate failed" for g in failed[:9]]
+
+
+def test_a_forks_read_only_token_still_gates_and_skips_the_comment_with_a_notice(gh, ws):
+    impossible_threshold(ws)
+    r = run_action(gh, ws, "pull_request", pr_event(), token=READ_TOKEN)
+    assert r.code == 1, str(r)  # the status is still the verdict
+    assert r.outputs["verdict"] == "fail"
+    notices = r.lines("notice")
+    assert len(notices) == 1 and "the comment was skipped" in notices[0] and "workflow_run" in notices[0]
+    assert r.lines("warning") == []
+    assert gh.comments(PR, REPO) == []
+    assert gh.count(method="POST", status=403) == 1  # it tried, GitHub refused, nothing more
+    assert "❌ rag-gate failed" in r.summary
+    assert_token_hidden(r, ws / "rag-gate-report.json")
+
+
+def test_history_that_cannot_be_read_does_not_stop_the_gate(gh, ws):
+    gh.inject(status(403, {"message": "Resource not accessible by integration"}), times=99, method="GET", path=r"/contents/")
+    r = run_action(gh, ws, "pull_request", pr_event())
+    assert r.code == 0, str(r)
+    (body,) = comment_texts(gh)
+    assert "could not be read" in body and "baseline `eval/baseline.json`" in body
+
+
+# --------------------------------------------------------------------------- mode record, and the baseline it gives PRs
+
+
+def test_record_on_the_default_branch_and_a_pr_takes_its_base_commits_entry(gh, tmp_path):
+    ws = workspace(tmp_path)
+    c1 = gh.add_commit("main", "one", repo=REPO)
+    r = run_action(gh, ws, "push", push_event(c1), sha=c1, ref_name="main")  # mode chosen from the event
+    assert r.code == 0, str(r)
+    assert f"rag-gate: recorded in the history ({HISTORY_BRANCH}:{HISTORY})" in r.stdout
+    assert [(e["commit"], e["branch"], e["verdict"]) for e in history(gh)] == [(c1, "main", "pass")]
+    assert gh.comments(PR, REPO) == [] and gh.count(path=r"/comments") == 0  # no PR: no comment
+    assert r.outputs["verdict"] == "pass" and "PR comment" not in r.stdout
+
+    c2 = gh.add_commit("main", "two", repo=REPO)
+    r = run_action(gh, ws, "push", push_event(c2), mode="record", sha=c2, ref_name="main")
+    assert r.code == 0, str(r)
+    entries = history(gh)
+    assert [e["commit"] for e in entries] == [c1, c2]
+    assert entries[1]["stages"]["retrieval"]["metrics"]["hit_rate@5"] == pytest.approx(0.90625)
+    assert gh.file(HISTORY, "main", REPO) is None  # the default branch is untouched
+    puts = [q for q in gh.requests if q.method == "PUT"]
+    assert len(puts) == 2 and all(q.body["branch"] == HISTORY_BRANCH and "[skip ci]" in q.body["message"] for q in puts)
+
+    # a PR based on c1: its baseline is c1's entry, and the comment says which and how old
+    gh.reset()
+    r = run_action(gh, ws, "pull_request", pr_event(base=c1))
+    assert r.code == 0, str(r)
+    report = json.loads((ws / "rag-gate-report.json").read_text(encoding="utf-8"))
+    assert report["baseline"]["source"] == f"entry of base commit {c1[:7]}"
+    assert report["baseline"]["commit"] == c1 and report["baseline"]["created_at"] == entries[0]["created_at"]
+    (body,) = comment_texts(gh)
+    assert re.search(rf"· entry of base commit {c1[:7]} from \d{{4}}-\d\d-\d\d, \d+ days? old", body), body
+    assert "eval/baseline.json" not in body
+    assert gh.count(method="GET", path=r"/commits$") == 0  # the base commit had an entry: no ancestor listing
+    assert len(history(gh)) == 2  # a gate run never records
+
+    # a PR based on a later commit with no entry: the newest ancestor that has one (c2), found with one API call
+    c3 = gh.add_commit("main", "three", repo=REPO)
+    gh.reset()
+    r = run_action(gh, ws, "pull_request", pr_event(number=PR + 1, base=c3))
+    assert r.code == 0, str(r)
+    report = json.loads((ws / "rag-gate-report.json").read_text(encoding="utf-8"))
+    assert report["baseline"]["source"] == f"newest ancestor entry ({c2[:7]})"
+    assert f"newest ancestor entry ({c2[:7]})" in comment_texts(gh, PR + 1)[0]
+    assert [q.query.get("sha") for q in gh.requests if q.path.endswith("/commits")] == [c3]
+
+    # a base commit GitHub does not know: no ancestors, a warning, the committed baseline file
+    r = run_action(gh, ws, "pull_request", pr_event(number=PR + 2, base="de" * 20))
+    assert r.code == 0, str(r)
+    assert any("ancestors could not be listed" in w for w in r.lines("warning"))
+    report = json.loads((ws / "rag-gate-report.json").read_text(encoding="utf-8"))
+    assert report["baseline"]["source"] == "no history entry for the base commit; the committed baseline file"
+    assert "baseline `eval/baseline.json`" in comment_texts(gh, PR + 2)[0]
+
+
+def test_record_with_a_read_only_token_fails_the_step_and_says_what_permission(gh, ws):
+    sha = gh.add_commit("main", "one", repo=REPO)
+    r = run_action(gh, ws, "push", push_event(sha), token=READ_TOKEN, sha=sha, ref_name="main")
+    assert r.code == 3, str(r)
+    (err,) = r.lines("error")
+    assert "contents: write" in err and HISTORY_BRANCH in err
+    assert r.outputs["verdict"] == "pass"  # the run itself passed; the history was not written
+    assert gh.branch_sha(HISTORY_BRANCH, REPO) is None
+
+
+# --------------------------------------------------------------------------- mode report (workflow_run, fork-safe)
+
+
+def fork_report(gh: GitHubServer, tmp_path: Path, head: str = HEAD, fail: bool = True) -> Path:
+    """The pull_request job of a fork's PR: gate with a read-only token, leave report.json as the artifact."""
+    fork = workspace(tmp_path, "fork")
+    if fail:
+        impossible_threshold(fork)
+    r = run_action(gh, fork, "pull_request", pr_event(head=head), token=READ_TOKEN)
+    assert r.code == (1 if fail else 0) and gh.comments(PR, REPO) == []
+    return fork / "rag-gate-report.json"
+
+
+def report_workspace(tmp_path: Path, artifact: Path | None = None, text: str | None = None) -> Path:
+    ws = tmp_path / f"report-{next(_runs)}"
+    ws.mkdir()
+    if artifact is not None:
+        shutil.copy(artifact, ws / "rag-gate-report.json")
+    if text is not None:
+        (ws / "rag-gate-report.json").write_text(text, encoding="utf-8")
+    return ws
+
+
+def test_report_mode_posts_the_forks_comment_when_the_artifact_matches_the_pr_head(gh, tmp_path):
+    artifact = fork_report(gh, tmp_path)
+    gh.add_pull(PR, HEAD, gh.branch_sha("main", REPO), fork=True)
+    ws = report_workspace(tmp_path, artifact)
+    r = run_action(gh, ws, "workflow_run", workflow_run_event(HEAD))  # mode chosen from the event
+    assert r.code == 0, str(r)  # the pull_request job's check carries the verdict
+    (c,) = gh.comments(PR, REPO)
+    assert c["body"].startswith(MARK + "\n## ❌ rag-gate failed: 1 of 13 gates failed") and RETRIEVAL_ROW.search(c["body"])
+    assert "❌ `hit_rate@5`" in c["body"] and "min 0.99, max_drop 0.02" in c["body"]
+    assert (ws.parent / "fork" / "rag-gate-report.md").read_text(encoding="utf-8") == c["body"]  # the fork job's own render
+    assert r.summary == c["body"]
+    assert r.outputs["verdict"] == "fail" and json.loads(r.outputs["metrics"])["retrieval"]["hit_rate@5"] == pytest.approx(0.90625)
+    assert gh.count(method="GET", path=rf"/pulls/{PR}$", status=200) == 1
+    # a re-run of the follow-up edits the same comment
+    r = run_action(gh, ws, "workflow_run", workflow_run_event(HEAD), mode="report")
+    assert r.code == 0 and [x["id"] for x in gh.comments(PR, REPO)] == [c["id"]]
+
+
+def test_report_mode_refuses_an_artifact_that_does_not_match(gh, tmp_path):
+    artifact = fork_report(gh, tmp_path, fail=False)
+    gh.add_pull(PR, HEAD, gh.branch_sha("main", REPO), fork=True)
+    gh.reset()  # forget the fork job's refused POST
+    ws = report_workspace(tmp_path, artifact)
+    # the workflow run is of another commit than the one the report says
+    r = run_action(gh, ws, "workflow_run", workflow_run_event("77" * 20), mode="report")
+    assert r.code == 2, str(r)
+    (err,) = r.lines("error")
+    assert "run.head_sha" in err and "refusing to comment" in err
+    # the PR moved on since (a new push): the report is of an old head
+    gh.add_pull(PR, "55" * 20, gh.branch_sha("main", REPO), fork=True)
+    r = run_action(gh, ws, "workflow_run", workflow_run_event(HEAD), mode="report")
+    assert r.code == 2, str(r)
+    (err,) = r.lines("error")
+    assert f"pull request #{PR}" in err and "is now 555555555555" in err and "run.pr" in err
+    # a report that names another pull request than the one whose head it claims
+    report = json.loads(artifact.read_text(encoding="utf-8"))
+    report["run"]["pr"] = 999
+    r = run_action(gh, report_workspace(tmp_path, text=json.dumps(report)), "workflow_run", workflow_run_event(HEAD), mode="report")
+    assert r.code == 2 and "#999's head does not exist" in r.lines("error")[0]
+    assert gh.comments(PR, REPO) == [] and gh.comments(999, REPO) == []
+    assert gh.count(method="POST") == 0 and gh.count(method="PATCH") == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"hello": "world"}', "not a rag-gate report"),
+        ("<html>not json</html>", "not JSON"),
+        (None, "report artifact not found"),
+        ("[1, 2]", "not a rag-gate report"),
+    ],
+)
+def test_report_mode_refuses_a_file_that_is_not_a_report(gh, tmp_path, text, said):
+    gh.add_pull(PR, HEAD, gh.branch_sha("main", REPO), fork=True)
+    ws = report_workspace(tmp_path, text=text)
+    r = run_action(gh, ws, "workflow_run", workflow_run_event(HEAD), mode="report")
+    assert r.code == 2, str(r)
+    (err,) = r.lines("error")
+    assert said in err and "rag-gate-report.json" in err
+    assert gh.comments(PR, REPO) == [] and gh.count(method="POST") == 0
+
+
+def test_report_mode_refuses_a_forged_report(gh, tmp_path):
+    """A fork controls its artifact: a marker that breaks out of the HTML comment, or stages of the wrong shape."""
+    gh.add_pull(PR, HEAD, gh.branch_sha("main", REPO), fork=True)
+    base = {"schema_version": 1, "verdict": "pass", "stages": {}, "run": {"pr": PR, "head_sha": HEAD}}
+    forged = [
+        ({**base, "run": {**base["run"], "comment_id": "x --> @org/team"}}, "run.comment_id"),
+        ({**base, "stages": {"retrieval": "not a stage"}}, "not a well-formed rag-gate report"),
+    ]
+    for report, said in forged:
+        r = run_action(gh, report_workspace(tmp_path, text=json.dumps(report)), "workflow_run", workflow_run_event(HEAD),
+                       mode="report")
+        assert r.code == 2, str(r)
+        assert said in r.lines("error")[0]
+    assert gh.comments(PR, REPO) == []
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("inputs", "said"),
+    [
+        ({"mode": "bogus"}, "input mode: must be one of gate, record, report, got 'bogus'"),
+        ({"comment": "sometimes"}, "input comment: must be one of always, on-failure, never, got 'sometimes'"),
+        ({"config": "missing.yml"}, "missing.yml"),
+    ],
+)
+def test_bad_input_is_an_error_annotation_and_exit_2(gh, ws, inputs, said):
+    r = run_action(gh, ws, "pull_request", pr_event(), inputs=inputs)
+    assert r.code == 2, str(r)
+    (err,) = r.lines("error")
+    assert said in err, err
+    assert gh.comments(PR, REPO) == [] and r.outputs == {}
