@@ -28,7 +28,7 @@ from urllib.parse import quote, urlsplit
 import requests
 
 from gate.errors import InputError, RunError
-from gate.history import SCHEMA_VERSION
+from gate.history import parse_history
 from gate.redact import redact
 
 DEFAULT_API_URL = "https://api.github.com"
@@ -371,24 +371,6 @@ class RepoHistoryStore:
                                                f"{self.max_attempts} attempts ({exc.message})",
                                    hint="many runs are recording at once; re-run this job") from None
                 self.sleep(random.uniform(0.01, min(1.0, 0.05 * 2**attempt)))
-
-
-def parse_history(text: str, where: str, warnings: list[str]) -> list[dict[str, Any]]:
-    """Entries of a history file; unreadable lines are skipped with a warning naming ``where`` and the line."""
-    entries = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            warnings.append(f"{where}:{lineno}: not JSON, skipped")
-            continue
-        if not isinstance(entry, dict) or entry.get("schema_version") != SCHEMA_VERSION:
-            warnings.append(f"{where}:{lineno}: not a rag-gate history entry (schema_version 1), skipped")
-            continue
-        entries.append(entry)
-    return entries
 
 
 def _same_commit(a: Any, b: str) -> bool:

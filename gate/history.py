@@ -61,6 +61,24 @@ def window(entries: Sequence[dict[str, Any]], size: int, fingerprints: dict[str,
     return list(usable[-size:]) if size > 0 else []
 
 
+def parse_history(text: str, where: str, warnings: list[str]) -> list[dict[str, Any]]:
+    """Entries of a history file; unreadable lines are skipped with a warning naming ``where`` and the line."""
+    entries = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            warnings.append(f"{where}:{lineno}: not JSON, skipped")
+            continue
+        if not isinstance(entry, dict) or entry.get("schema_version") != SCHEMA_VERSION:
+            warnings.append(f"{where}:{lineno}: not a rag-gate history entry (schema_version 1), skipped")
+            continue
+        entries.append(entry)
+    return entries
+
+
 class LocalHistoryStore:
     """History in a local JSONL file; appends are serialised with an exclusive file lock."""
 
@@ -76,20 +94,7 @@ class LocalHistoryStore:
             return []
         except OSError as exc:
             raise InputError(f"cannot read the history: {exc.strerror}", file=str(self.path)) from None
-        entries = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                self.warnings.append(f"{self.path}:{lineno}: not JSON, skipped")
-                continue
-            if not isinstance(entry, dict) or entry.get("schema_version") != SCHEMA_VERSION:
-                self.warnings.append(f"{self.path}:{lineno}: not a rag-gate history entry (schema_version 1), skipped")
-                continue
-            entries.append(entry)
-        return entries
+        return parse_history(text, str(self.path), self.warnings)
 
     def append(self, entry: dict[str, Any]) -> None:
         """Add an entry; keep the newest ``max_entries`` lines. Lines this version cannot read (a newer

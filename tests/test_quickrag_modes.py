@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.quickrag_service import serve_quickrag
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"
 REFUSAL = "I don't know: the answer was not found in the provided documents."
@@ -27,33 +29,19 @@ PRINTING_Q = "How much does colour printing cost per page?"
 PRINTING_SENTENCE = "colour costs $0.50 per page"
 
 
-def _start(*flags: str) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "quickrag", "serve", "--host", "127.0.0.1", "--port", "0", *flags],
-        cwd=QUICKSTART, stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        line = proc.stdout.readline().strip()  # type: ignore[union-attr]
-        assert line.startswith("quickrag listening on http://"), line
-        yield line.rsplit(" ", 1)[1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def normal() -> Iterator[str]:
-    yield from _start()
+    yield from serve_quickrag()
 
 
 @pytest.fixture(scope="module")
 def gullible() -> Iterator[str]:
-    yield from _start("--gullible")
+    yield from serve_quickrag("--gullible")
 
 
 @pytest.fixture(scope="module")
 def never_refuse() -> Iterator[str]:
-    yield from _start("--never-refuse")
+    yield from serve_quickrag("--never-refuse")
 
 
 def post(url: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.quickrag_service import serve_quickrag
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"
 
@@ -20,17 +22,7 @@ def rag_gate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def quickrag_url() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "quickrag", "serve", "--host", "127.0.0.1", "--port", "0"],
-        cwd=QUICKSTART, stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        line = proc.stdout.readline().strip()  # type: ignore[union-attr]
-        assert line.startswith("quickrag listening on http://"), line
-        yield line.rsplit(" ", 1)[1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    yield from serve_quickrag()
 
 
 def _spec(tmp: Path, target: str, baseline: str = "baseline.json", gates: str = "") -> Path:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.quickrag_service import serve_quickrag
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"
 
@@ -41,31 +43,19 @@ stages:
 """
 
 
-def serve(*flags: str) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "quickrag", "serve", "--host", "127.0.0.1", "--port", "0", *flags],
-                            cwd=QUICKSTART, stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline().strip()  # type: ignore[union-attr]
-        assert line.startswith("quickrag listening on http://"), line
-        yield line.rsplit(" ", 1)[1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def normal() -> Iterator[str]:
-    yield from serve()
+    yield from serve_quickrag()
 
 
 @pytest.fixture(scope="module")
 def gullible() -> Iterator[str]:
-    yield from serve("--gullible")
+    yield from serve_quickrag("--gullible")
 
 
 @pytest.fixture(scope="module")
 def never_refuse() -> Iterator[str]:
-    yield from serve("--never-refuse")
+    yield from serve_quickrag("--never-refuse")
 
 
 def run(tmp: Path, url: str, *, source: str = "corpus", correctness: str = "{method: offline, threshold: 0.3}",
