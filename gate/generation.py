@@ -148,6 +148,23 @@ def _missing_input(needs: set[str], item: JudgeInput) -> str | None:
     return None
 
 
+def split_cached(tasks: Sequence[Task], cache: Any) -> tuple[dict[str, float], list[Task]]:
+    """(the cached scores by key, the tasks still to judge: one per distinct key, so identical
+    inputs are judged once)."""
+    cached = cache.get_many([t.key for t in tasks])
+    return cached, list({t.key: t for t in tasks if t.key not in cached}.values())
+
+
+def store_judged(todo: Sequence[Task], results: Mapping[int, float | str], cache: Any, model: str) -> dict[str, float | str]:
+    """The fresh results by key (score, or the reason it failed); scores go into the cache, errors never."""
+    by_key: dict[str, float | str] = {}
+    for i, t in enumerate(todo):
+        by_key[t.key] = results[i]
+        if isinstance(results[i], float):
+            cache.put(t.key, results[i], {"engine": t.plan.engine, "metric": t.plan.metric, "model": model})
+    return by_key
+
+
 async def _judge(tasks: Sequence[Task], engines: Mapping[str, Engine]) -> dict[int, float | str]:
     """Score every task concurrently (the client's semaphore bounds the calls). index -> score or reason."""
 
@@ -222,11 +239,7 @@ def generation_stage(
             key = cache.key(engine.name, engine.version, p.metric, model if p.engine != "offline" else "",
                             temperature if p.engine != "offline" else 0.0, engine.prompt_fingerprint(p.metric), item)
             tasks.append(Task(case.id, p, item, key))
-    cached = cache.get_many([t.key for t in tasks])
-    todo = [t for t in tasks if t.key not in cached]
-    for t in tasks:
-        if t.key in cached:
-            per_case[t.case_id][t.plan.name] = cached[t.key]
+    cached, todo = split_cached(tasks, cache)
 
     self_cfg = cfg.get("self_check")
     check_ids = [c.id for c in sample[: int(self_cfg.get("cases", 10))]] if self_cfg else []
@@ -243,11 +256,11 @@ def generation_stage(
                 await client.aclose()
 
     first, second = asyncio.run(main())
-    for i, t in enumerate(todo):
-        result = first[i]
+    results: dict[str, float | str] = {**cached, **store_judged(todo, first, cache, model)}
+    for t in tasks:
+        result = results[t.key]
         if isinstance(result, float):
             per_case[t.case_id][t.plan.name] = result
-            cache.put(t.key, result, {"engine": t.plan.engine, "metric": t.plan.metric, "model": model})
         else:
             errors[t.case_id][t.plan.name] = redact(result, secrets)
 
@@ -274,7 +287,7 @@ def generation_stage(
     attempted = sum(1 for c in sample for p in runnable)
     failed = sum(len(e) for e in errors.values())
     usage = client.usage() if client is not None else {"calls": 0}
-    usage.update({"cache_hits": len(tasks) - len(todo), "cache_misses": len(todo)})
+    usage.update({"cache_hits": sum(1 for t in tasks if t.key in cached), "cache_misses": len(todo)})
     stage = {
         "status": "pass",
         **base,

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gate.generation import MetricPlan, Task, _judge, build_engines, judge_settings
+from gate.generation import MetricPlan, Task, _judge, build_engines, judge_settings, split_cached, store_judged
 from gate.judges import JudgeInput, JudgeSettings
 from gate.judges.offline import squad_tokens
 from gate.model import GoldenCase, TargetOutput
@@ -374,8 +374,7 @@ def _noise_part(
             item = JudgeInput(question=c.question, answer=row[f"{which}_answer"] or "", contexts=tuple(ctx), reference=c.ground_truth)
             key = cache.key(engine.name, engine.version, plan.metric, model, temperature, engine.prompt_fingerprint(plan.metric), item)
             tasks.append(Task(f"{c.id}\x00{which}", plan, item, key))
-    cached = cache.get_many([t.key for t in tasks])
-    todo = list({t.key: t for t in tasks if t.key not in cached}.values())  # identical answers: judged once
+    cached, todo = split_cached(tasks, cache)  # identical clean and noisy answers: judged once
 
     async def judge_all() -> dict[int, float | str]:
         try:
@@ -386,11 +385,7 @@ def _noise_part(
                 await client.aclose()
 
     fresh = asyncio.run(judge_all()) if todo else {}
-    by_key: dict[str, float | str] = dict(cached)
-    for i, t in enumerate(todo):
-        by_key[t.key] = fresh[i]
-        if isinstance(fresh[i], float):
-            cache.put(t.key, fresh[i], {"engine": plan.engine, "metric": plan.metric, "model": model})
+    by_key: dict[str, float | str] = {**cached, **store_judged(todo, fresh, cache, model)}
     scores = {t.case_id: by_key[t.key] for t in tasks}
     for c in sample:
         row = rows[c.id]
