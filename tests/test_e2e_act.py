@@ -1,9 +1,17 @@
-"""End to end under the `act` runner, as GitHub would run it: a pull_request workflow that uses
-`uses: ./` builds the action's image from the Dockerfile and runs it against the quickstart RAG
-served over HTTP and a GitHub API server on 127.0.0.1 (tests/github_server.py).
+"""End to end under the `act` runner, as GitHub would run it: workflows in tests/e2e/workflows that use
+`uses: ./` build the action's image from the Dockerfile and run it against the quickstart RAG served
+over HTTP and a GitHub API server on 127.0.0.1 (tests/github_server.py):
+
+- gate.yml (pull_request): run 1 creates the comment, run 2 edits it, a failing gate fails the job,
+  a fork's read-only token skips the comment and still fails the job;
+- record.yml (push to main): the run lands on the history branch, a read-only token fails the job
+  and names the permission, and a PR based on that commit gates against that entry;
+- comment.yml (workflow_run): the fork-safe follow-up comments for a fork's PR from its report and
+  refuses a report whose head commit is not the run's;
+- record-x10.yml: ten record jobs at once end with ten history entries.
 
 Needs Docker and act (../shared/tools/container-env.sh sets both up; .ci/run calls it). Where
-Docker cannot run, the test is skipped and says why. The first run builds the image (~1 min);
+Docker cannot run, the tests are skipped and say why. The first run builds the image (~1 min);
 later runs take a few seconds each.
 """
 
@@ -13,6 +21,7 @@ import json
 import os
 import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,31 +71,44 @@ def rag_url() -> Iterator[str]:
     yield from serve_quickrag()
 
 
-def run_act(act: str, repo: Path, gh: GitHubServer, rag_url: str, pr: int, head: str, token: str) -> tuple[int, dict[str, str], str]:
-    event = {"action": "synchronize", "number": pr,
-             "pull_request": {"number": pr, "head": {"sha": head, "ref": "feature"},
-                              "base": {"sha": gh.branch_sha("main", "owner/repo"), "ref": "main"}},
-             "repository": {"full_name": "owner/repo", "default_branch": "main"}}
-    event_path = repo.parent / "event.json"
+def pr_event(gh: GitHubServer, pr: int, head: str, base: str | None = None) -> dict:
+    return {"action": "synchronize", "number": pr,
+            "pull_request": {"number": pr, "head": {"sha": head, "ref": "feature"},
+                             "base": {"sha": base or gh.branch_sha("main", "owner/repo"), "ref": "main"}},
+            "repository": {"full_name": "owner/repo", "default_branch": "main"}}
+
+
+def run_act(act: str, repo: Path, gh: GitHubServer, rag_url: str, pr: int = 0, head: str = "", token: str = WRITE_TOKEN, *,
+            event_name: str = "pull_request", workflow: str = "gate.yml", event: dict | None = None,
+            bind: bool = False, extra: list[str] | None = None) -> tuple[int, dict[str, str], str]:
+    """One workflow run under act; returns act's exit code, the step outputs (and the job result as "_job"), the log."""
+    event = event or pr_event(gh, pr, head)
+    event_path = repo.parent / f"event-{uuid.uuid4().hex}.json"
     event_path.write_text(json.dumps(event))
     proc = subprocess.run(
-        [act, "pull_request", "-W", "tests/e2e/workflows/gate.yml", "-e", str(event_path),
-         "-P", "ubuntu-latest=local/runner:bookworm", "--pull=false", "--rm", "--json",
+        [act, event_name, "-W", f"tests/e2e/workflows/{workflow}", "-e", str(event_path),
+         "-P", "ubuntu-latest=local/runner:bookworm", "--pull=false", "--rm", "--json", *(["--bind"] if bind else []), *(extra or []),
          "--env", f"GITHUB_API_URL={gh.api_url}", "--env", "GITHUB_REPOSITORY=owner/repo", "--env", f"RAG_URL={rag_url}",
          "-s", f"GITHUB_TOKEN={token}"],
         cwd=repo, capture_output=True, text=True, timeout=900, env={**os.environ, "HOME": str(repo.parent)},
     )
     outputs: dict[str, str] = {}
     job = ""
+    shown = []  # the log as the runner shows it (act's JSON lines also carry each command's raw text)
     for line in proc.stdout.splitlines():
         try:
             d = json.loads(line)
         except ValueError:
+            shown.append(line)
             continue
+        shown.append(str(d.get("msg", "")))
         if d.get("command") == "set-output":
             outputs[d.get("name", "")] = d.get("arg", "")
         job = d.get("jobResult", job) or job
-    return proc.returncode, {**outputs, "_job": job}, proc.stdout + proc.stderr
+    log = proc.stdout + proc.stderr
+    assert "***" in "\n".join(shown) and token not in "\n".join(shown) + proc.stderr, \
+        f"the token is not masked in the log:\n{log[-3000:]}"
+    return proc.returncode, {**outputs, "_job": job}, log
 
 
 def test_pull_request_workflow_under_act(act: str, repo: Path, rag_url: str) -> None:
@@ -117,3 +139,76 @@ def test_pull_request_workflow_under_act(act: str, repo: Path, rag_url: str) -> 
         assert "the comment was skipped" in log
         assert gh.comments(18, "owner/repo") == []
         spec.write_text(spec.read_text().replace("hit_rate@5: {min: 0.99,", "hit_rate@5: {min: 0.80,"))
+
+
+def test_record_on_the_default_branch_then_a_pr_gates_against_that_entry_under_act(act: str, repo: Path, rag_url: str) -> None:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+    push = {"ref": "refs/heads/main", "after": head, "repository": {"full_name": "owner/repo", "default_branch": "main"}}
+    with GitHubServer(repos=("owner/repo",)) as gh:
+        # a push to main: mode record is chosen from the event, the run lands on the history branch
+        code, out, log = run_act(act, repo, gh, rag_url, event_name="push", workflow="record.yml", event=push)
+        assert code == 0 and out.get("verdict") == "pass" and out["_job"] == "success", log[-3000:]
+        assert "recorded in the history (rag-gate-history:rag-gate/history.jsonl)" in log
+        (entry,) = [json.loads(ln) for ln in gh.file("rag-gate/history.jsonl", "rag-gate-history", "owner/repo").splitlines()]
+        assert (entry["commit"], entry["branch"], entry["verdict"]) == (head, "main", "pass")
+        assert entry["stages"]["retrieval"]["metrics"]["hit_rate@5"] == pytest.approx(0.90625)
+        assert gh.file("rag-gate/history.jsonl", "main", "owner/repo") is None
+        # a token that cannot write contents: the job fails and says which permission is missing
+        code, out, log = run_act(act, repo, gh, rag_url, token=READ_TOKEN, event_name="push", workflow="record.yml", event=push)
+        assert code != 0 and out["_job"] == "failure", log[-3000:]
+        assert "contents: write" in log
+        assert len(gh.file("rag-gate/history.jsonl", "rag-gate-history", "owner/repo").splitlines()) == 1
+        # a PR based on that commit gates against its entry, and the comment says so
+        code, out, log = run_act(act, repo, gh, rag_url, event=pr_event(gh, 21, "12" * 20, base=head))
+        assert code == 0 and out.get("verdict") == "pass", log[-3000:]
+        (comment,) = gh.comments(21, "owner/repo")
+        assert f"entry of base commit {head[:7]} from" in comment["body"], comment["body"][:2000]
+
+
+def test_a_forks_pr_is_commented_by_the_workflow_run_follow_up_under_act(act: str, repo: Path, rag_url: str) -> None:
+    fork_head = "f0" * 20
+    with GitHubServer(repos=("owner/repo",)) as gh:
+        gh.add_pull(22, fork_head, gh.branch_sha("main", "owner/repo"))
+        report = repo / "rag-gate-report.json"
+        report.unlink(missing_ok=True)
+        # the fork's pull_request run: read-only token, the gate runs, the comment is skipped, the report stays
+        code, out, log = run_act(act, repo, gh, rag_url, 22, fork_head, READ_TOKEN, bind=True)
+        assert code == 0 and out.get("verdict") == "pass", log[-3000:]
+        assert "the comment was skipped" in log and gh.comments(22, "owner/repo") == []
+        assert json.loads(report.read_text())["run"]["pr"] == 22
+        artifact = repo / "fork-artifact"
+        artifact.mkdir(exist_ok=True)
+        shutil.copy(report, artifact / "rag-gate-report.json")  # what actions/download-artifact does on GitHub
+
+        def follow_up(head: str) -> tuple[int, dict[str, str], str]:
+            ev = {"action": "completed", "repository": {"full_name": "owner/repo", "default_branch": "main"},
+                  "workflow_run": {"id": 99, "head_sha": head, "event": "pull_request", "conclusion": "success"}}
+            return run_act(act, repo, gh, rag_url, event_name="workflow_run", workflow="comment.yml", event=ev, bind=True)
+
+        # a workflow_run whose head is not the report's: refused, nothing posted
+        code, out, log = follow_up("0d" * 20)
+        assert code != 0 and out["_job"] == "failure", log[-3000:]
+        assert "refusing to comment" in log and gh.comments(22, "owner/repo") == []
+        # the real follow-up: the base repository's token posts the fork's comment
+        code, out, log = follow_up(fork_head)
+        assert code == 0 and out.get("verdict") == "pass" and out["_job"] == "success", log[-3000:]
+        (comment,) = gh.comments(22, "owner/repo")
+        assert "<!-- rag-gate:comment" in comment["body"] and "hit_rate@5" in comment["body"]
+
+
+def test_ten_simultaneous_record_runs_under_act_end_with_ten_entries(act: str, repo: Path, rag_url: str) -> None:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+    push = {"ref": "refs/heads/main", "after": head, "repository": {"full_name": "owner/repo", "default_branch": "main"}}
+    with GitHubServer(repos=("owner/repo",)) as gh:
+        gh.put_file("rag-gate/history.jsonl", "rag-gate-history", "", "owner/repo")
+        gh.hold_reads(10, timeout=120)  # the ten runs' first reads of the history wait for each other: they start together
+        code, out, log = run_act(act, repo, gh, rag_url, event_name="push", workflow="record-x10.yml", event=push,
+                                 extra=["--concurrent-jobs", "10"])
+        assert code == 0, log[-3000:]
+        assert log.count('"jobResult":"success"') == 10 and log.count("recorded in the history") == 10, log[-3000:]
+        entries = [json.loads(ln) for ln in gh.file("rag-gate/history.jsonl", "rag-gate-history", "owner/repo").splitlines()]
+        assert len(entries) == 10 and {e["commit"] for e in entries} == {head}
+        landed = gh.count(method="PUT", status=200)  # each landed write added one line: none lost, none twice
+        conflicts = gh.count(method="PUT", status=409)
+        assert landed == 10, f"{landed} writes landed, {conflicts} conflicts"
+        print(f"10 record runs at once: 10 writes landed, {conflicts} stale-sha conflicts re-read and retried")
