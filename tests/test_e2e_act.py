@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,3 +213,25 @@ def test_ten_simultaneous_record_runs_under_act_end_with_ten_entries(act: str, r
         conflicts = gh.count(method="PUT", status=409)
         assert landed == 10, f"{landed} writes landed, {conflicts} conflicts"
         print(f"10 record runs at once: 10 writes landed, {conflicts} stale-sha conflicts re-read and retried")
+
+
+def test_the_release_variant_runs_the_published_image_without_building(act: str, repo: Path, rag_url: str) -> None:
+    """The release workflow's action.yml (release/use_image.py) names a registry image: the runner starts it, builds nothing.
+    The registry is out of reach here, so the image is built and tagged locally under its ghcr.io name and act does not pull."""
+    image = "ghcr.io/owner/rag-gate:v9.9.9"
+    build = subprocess.run(["docker", "build", "-q", "-t", image, str(repo)], capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0, build.stderr[-3000:]
+    action = repo / "action.yml"
+    before = action.read_text()
+    try:
+        proc = subprocess.run([sys.executable, "release/use_image.py", f"docker://{image}"], cwd=repo, capture_output=True, text=True)
+        assert proc.returncode == 0 and f'image: "docker://{image}"' in action.read_text(), proc.stderr
+        with GitHubServer(repos=("owner/repo",)) as gh:
+            code, out, log = run_act(act, repo, gh, rag_url, 23, "34" * 20, WRITE_TOKEN)
+            assert code == 0 and out.get("verdict") == "pass", log[-3000:]
+            assert "docker build" not in log and f"image={image}" in log, log[-3000:]
+            (comment,) = gh.comments(23, "owner/repo")
+            assert "hit_rate@5" in comment["body"]
+    finally:
+        action.write_text(before)
+        subprocess.run(["docker", "rmi", image], capture_output=True)
