@@ -480,3 +480,70 @@ def test_bad_input_is_an_error_annotation_and_exit_2(gh, ws, inputs, said):
     (err,) = r.lines("error")
     assert said in err, err
     assert gh.comments(PR, REPO) == [] and r.outputs == {}
+
+
+# --------------------------------------------------------------------------- hostile text, through the whole action
+
+HOSTILE_SPEC = """version: 1
+golden_set: golden.jsonl
+target:
+  results: results.jsonl
+  k: 5
+baseline:
+  path: baseline.json
+stages:
+  retrieval:
+    metrics: [hit_rate@5, mrr]
+    gates:
+      hit_rate@5: {min: 0.8, max_drop: 0.02}
+  generation:
+    metrics: [token_f1]
+  robustness:
+    rejection: {}
+    gates:
+      rejection_rate: {min: 0.9}
+"""
+
+
+def test_a_hostile_golden_set_and_200_kb_answers_give_a_safe_comment(gh, tmp_path):
+    """Questions, ids, passage ids and 200 KB answers made of HTML, mentions, issue references and table pipes, through
+    a real run (baseline, worse cases, rejection misses): the posted comment is under the limit and pings nobody."""
+    from tests.test_render_limits import EVIL, assert_safe_comment
+
+    ws = tmp_path / "hostile"
+    ws.mkdir()
+    (ws / "rag-eval.yml").write_text(HOSTILE_SPEC, encoding="utf-8")
+    answer = (EVIL * (200 * 1024 // len(EVIL) + 1))[: 200 * 1024]
+    golden = [{"id": f"{EVIL}q{i}", "question": f"{EVIL * 3}{i}", "ground_truth": EVIL,
+               "relevant_doc_ids": [f"doc|{i}|<img src=x onerror=alert(1)>"]} for i in range(30)]
+    golden += [{"id": f"oos{i} @org/team", "question": f"{EVIL}oos {i}", "type": "out_of_scope"} for i in range(10)]
+    (ws / "golden.jsonl").write_text("".join(json.dumps(c) + "\n" for c in golden), encoding="utf-8")
+
+    def results(good: bool) -> None:
+        rows = []
+        for c in golden:
+            relevant = (c.get("relevant_doc_ids") or ["none"])[0]
+            ids = [relevant, f"other|{EVIL}"] if good else [f"other|{EVIL}", f"noise|{EVIL}"]
+            refused = good and c.get("type") == "out_of_scope"
+            rows.append({"id": c["id"], "retrieved": [{"id": d, "text": EVIL} for d in ids],
+                         "answer": "I don't know." if refused else answer})
+        (ws / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    results(good=True)
+    for cmd in (["run", "--report", "good.json", "-q"], ["baseline", "update", "--report", "good.json"]):
+        proc = subprocess.run([sys.executable, "-m", "gate", *cmd, "--config", "rag-eval.yml"], cwd=ws, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    results(good=False)
+    r = run_action(gh, ws, "pull_request", pr_event())
+    assert r.code == 1 and r.outputs["verdict"] == "fail", str(r)
+    (body,) = comment_texts(gh)
+    assert_safe_comment(body, cut=False)  # each cell is shortened, so the whole fits
+    assert len(body) < 30_000
+    # the hostile text is there, made harmless: the worse cases, the lost ids and the unrefused answers are listed
+    assert "30 cases got worse than the baseline (showing 20)" in body and "1→not retrieved (left top 5)" in body
+    shown_ids = [row.split(" | ")[0] for row in body.splitlines() if row.startswith("| `<img")]
+    assert len(shown_ids) == 20 and len(set(shown_ids)) == 20  # long ids are cut in the middle: they stay distinct
+    assert "answered instead of refusing" in body
+    assert r.summary.strip() == body.strip()
+    assert json.dumps(answer, ensure_ascii=False) in (ws / "rag-gate-report.json").read_text(encoding="utf-8"), \
+        "the report keeps the whole answer: only the comment shortens it"

@@ -31,10 +31,12 @@ def cell(text: Any, limit: int = 120) -> str:
 
 
 def code(text: Any, limit: int = 60) -> str:
-    """Untrusted text as an inline code span inside a table cell (nothing inside is rendered)."""
+    """Untrusted text as an inline code span inside a table cell (nothing inside is rendered). An id too long is cut
+    in the middle: ids that share a long prefix still differ in what is shown (`policy_…#chunk_7`)."""
     s = " ".join(str(text).split()).replace("`", "'")
     if len(s) > limit:
-        s = s[: limit - 1] + "…"
+        head = (limit - 1) // 2
+        s = s[:head] + "…" + s[len(s) - (limit - 1 - head):]
     return "`" + s.replace("|", "\\|") + "`"
 
 
