@@ -52,7 +52,7 @@ class GateDecision:
     @property
     def reason(self) -> str:
         bad = [c.detail for c in self.checks if c.status in ("fail", "error")]
-        return "; ".join(bad) if bad else "; ".join(c.detail for c in self.checks)
+        return "; ".join(dict.fromkeys(bad or [c.detail for c in self.checks]))  # one reason once (min and trend may share it)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -123,7 +123,8 @@ def run_action(gh: GitHubServer, ws: Path, event_name: str, event: dict[str, Any
     (runner / "event.json").write_text(json.dumps(event), encoding="utf-8")
     (runner / "output").touch()
     (runner / "summary").touch()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_", "ACTIONS_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_", "ACTIONS_"))
+           and k not in ("OPENAI_API_KEY", "JUDGE_BASE_URL")}  # no judge key, as on a fork's pull request
     env.update({
         "GITHUB_ACTIONS": "true", "CI": "true",
         "GITHUB_WORKSPACE": str(ws), "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": gh.api_url,
@@ -287,6 +288,25 @@ def test_a_forks_read_only_token_still_gates_and_skips_the_comment_with_a_notice
     assert gh.count(method="POST", status=403) == 1  # it tried, GitHub refused, nothing more
     assert "❌ rag-gate failed" in r.summary
     assert_token_hidden(r, ws / "rag-gate-report.json")
+
+
+def test_a_forks_pr_without_the_judge_key_skips_the_judge_gates_never_passes_or_fails_them(gh, ws):
+    """A fork's pull_request has no secrets: the judge spec still gates retrieval and the offline metrics; every gate on
+    a judged metric is skipped (not passed, not failed) and the comment says why."""
+    r = run_action(gh, ws, "pull_request", pr_event(), token=READ_TOKEN, inputs={"config": "rag-eval.judge.yml"})
+    assert r.code == 0 and r.outputs["verdict"] == "pass", str(r)
+    report = json.loads((ws / "rag-gate-report.json").read_text(encoding="utf-8"))
+    gates = {g["metric"]: g for g in report["stages"]["generation"]["gates"]}
+    judged = {m: g["status"] for m, g in gates.items() if m != "token_f1"}
+    assert judged == {"faithfulness": "skipped", "answer_relevancy": "skipped"}, gates
+    assert gates["faithfulness"]["reason"] == ("not evaluated: the judge's key OPENAI_API_KEY is not set in this run "
+                                               "(a fork's pull request has no secrets)")
+    assert gates["token_f1"]["value"] == pytest.approx(0.3425, abs=1e-4)  # the offline metric is still measured
+    assert report["stages"]["retrieval"]["status"] == "pass"
+    assert "key OPENAI\\_API\\_KEY is not set in this run" in r.summary
+    assert "no LLM judge ran" in r.summary and "Judged" not in r.summary
+    assert any("the comment was skipped" in n for n in r.lines("notice"))
+    assert not r.lines("error")
 
 
 def test_history_that_cannot_be_read_does_not_stop_the_gate(gh, ws):

@@ -150,11 +150,13 @@ def _judge_notes(stage: dict[str, Any]) -> list[str]:
     """Sample, judge, usage, self-check, metrics not evaluated and warnings of a judge stage."""
     lines: list[str] = []
     sample = stage.get("sample")
-    if sample:
-        parts = [f"Judged {sample['size']} of {sample['of']} answerable cases"]
-        judge = stage.get("judge") or {}
-        if judge.get("model"):
-            parts.append(f"judge {code(judge['model'])} at temperature {judge.get('temperature', 0):g}")
+    judge = stage.get("judge") or {}
+    if sample and not judge.get("model"):  # only the metrics that need no model ran (no judge, or no key for it)
+        lines += [f"Scored {sample['size']} of {sample['of']} answerable cases with the metrics that need no model; "
+                  "no LLM judge ran.", ""]
+    elif sample:
+        parts = [f"Judged {sample['size']} of {sample['of']} answerable cases", f"judge {code(judge['model'])} at temperature "
+                 f"{judge.get('temperature', 0):g}"]
         usage = stage.get("usage") or {}
         if usage:
             calls = f"{usage.get('calls', 0)} judge calls"
@@ -167,7 +169,7 @@ def _judge_notes(stage: dict[str, Any]) -> list[str]:
             parts.append(f"cache {usage.get('cache_hits', 0)} hits / {usage.get('cache_misses', 0)} misses")
         lines += [" · ".join(parts) + ".", ""]
     check = stage.get("self_check")
-    if check:
+    if check and (check["metrics"] or judge.get("model")):
         per = ", ".join(f"`{m}` max {d['max_diff']:.3f} / mean {d['mean_diff']:.3f}" for m, d in check["metrics"].items())
         lines += [f"Judge self-check ({check['cases']} cases re-judged, limit {check['limit']:g}): {per or 'nothing re-judged'}.", ""]
     for name, reason in stage.get("not_evaluated", {}).items():
