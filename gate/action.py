@@ -72,20 +72,29 @@ def set_outputs(env: Mapping[str, str], outputs: Mapping[str, str]) -> None:
     append_file(env, "GITHUB_OUTPUT", text)
 
 
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
+
+
 def mask_secrets(env: Mapping[str, str], token: str, spec_path: str) -> None:
-    """::add-mask:: for the token and for the judge's key, so no log line can show them."""
-    values = [token] if token else []
+    """::add-mask:: for the token, the judge's key and the value of every ${NAME} the spec reads from the environment
+    (header tokens, URLs with credentials: the reports redact the same values), so no log line can show them."""
+    if token:
+        print(f"::add-mask::{token}", flush=True)
+    values: list[str] = []
     try:
         import yaml
 
-        data = yaml.safe_load(Path(spec_path).read_text(encoding="utf-8")) or {}
+        text = Path(spec_path).read_text(encoding="utf-8")
+        values += [env[name] for name in _REFERENCE.findall(text) if env.get(name)]
+        data = yaml.safe_load(text) or {}
         key_env = (data.get("judge") or {}).get("api_key_env")
         if key_env and env.get(key_env):
             values.append(env[key_env])
     except Exception:  # the spec is validated later, with a proper message
         pass
-    for v in values:
-        print(f"::add-mask::{v}", flush=True)
+    for v in dict.fromkeys(v for v in values if len(v) >= 4 and v != token):  # as gate.redact: shorter values are not secrets worth masking
+        for line in v.splitlines() or [v]:
+            print(f"::add-mask::{line}", flush=True)
 
 
 def headline(report: Mapping[str, Any]) -> str:

@@ -567,3 +567,20 @@ def test_a_hostile_golden_set_and_200_kb_answers_give_a_safe_comment(gh, tmp_pat
     assert r.summary.strip() == body.strip()
     assert json.dumps(answer, ensure_ascii=False) in (ws / "rag-gate-report.json").read_text(encoding="utf-8"), \
         "the report keeps the whole answer: only the comment shortens it"
+
+
+def test_every_secret_the_spec_reads_is_masked_before_anything_else(tmp_path, capsys):
+    from gate.action import mask_secrets
+
+    spec = tmp_path / "rag-eval.yml"
+    spec.write_text("version: 1\ngolden_set: g.jsonl\ntarget:\n  http:\n    url: \"${RAG_URL:-http://rag:8000}\"\n"
+                    "    headers: {Authorization: \"Bearer ${RAG_TOKEN}\", X-Team: \"${TEAM}\"}\n"
+                    "judge: {base_url: \"https://judge.example/v1\", model: m-2024-01-01, api_key_env: JUDGE_KEY}\n", encoding="utf-8")
+    env = {"RAG_URL": "https://user:pw@rag.internal/q", "RAG_TOKEN": "rt_0123456789", "TEAM": "ab",
+           "JUDGE_KEY": "sk-judge-0123\nsecond-line", "UNRELATED": "not-read-by-the-spec"}
+    mask_secrets(env, "ghs_tok_0123456789", str(spec))
+    assert capsys.readouterr().out.splitlines() == [
+        "::add-mask::ghs_tok_0123456789", "::add-mask::https://user:pw@rag.internal/q", "::add-mask::rt_0123456789",
+        "::add-mask::sk-judge-0123", "::add-mask::second-line"]  # TEAM is too short to be a secret (as gate.redact)
+    mask_secrets(env, "ghs_tok_0123456789", str(tmp_path / "missing.yml"))  # an unreadable spec: the token still
+    assert capsys.readouterr().out == "::add-mask::ghs_tok_0123456789\n"
