@@ -242,7 +242,7 @@ def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
     """Load, ask, judge, evaluate. Raises InputError (exit 2) for bad input; everything else is in the report.
 
     ``history_store`` replaces the spec's local history file (the action passes the repository-backed
-    store); ``choose_baseline(entries)`` may pick the baseline from the history (the entry of the PR's
+    store; it keeps the spec's history.max_entries); ``choose_baseline(entries)`` may pick the baseline from the history (the entry of the PR's
     base commit) and say which, or return None to use the committed baseline file.
     """
     started = time.perf_counter()
@@ -250,6 +250,8 @@ def run(config: str, *, on_start: Callable[[int, str], None] | None = None,
     with gc_paused():  # millions of small, acyclic JSON objects: the cyclic GC would only rescan them
         cases = load_golden_set(spec.golden_set_path)
         store = history_store or LocalHistoryStore(spec.history_path, int(spec.data["history"]["max_entries"]))
+        if history_store is not None and hasattr(history_store, "max_entries"):
+            history_store.max_entries = int(spec.data["history"]["max_entries"])
         entries = store.read()
         baseline, baseline_source = load_baseline(spec.baseline_path), "the committed baseline file"
         chosen = choose_baseline(entries) if choose_baseline else None

@@ -584,3 +584,14 @@ def test_every_secret_the_spec_reads_is_masked_before_anything_else(tmp_path, ca
         "::add-mask::sk-judge-0123", "::add-mask::second-line"]  # TEAM is too short to be a secret (as gate.redact)
     mask_secrets(env, "ghs_tok_0123456789", str(tmp_path / "missing.yml"))  # an unreadable spec: the token still
     assert capsys.readouterr().out == "::add-mask::ghs_tok_0123456789\n"
+
+
+def test_the_repository_history_keeps_the_specs_max_entries(gh, ws):
+    spec = ws / "rag-eval.yml"
+    spec.write_text(spec.read_text(encoding="utf-8").replace("  path: eval/history.jsonl\n", "  path: eval/history.jsonl\n  max_entries: 2\n"),
+                    encoding="utf-8")
+    commits = [gh.add_commit("main", f"c{i}", repo=REPO) for i in range(3)]
+    for sha in commits:
+        r = run_action(gh, ws, "push", push_event(sha), sha=sha, ref_name="main")
+        assert r.code == 0, str(r)
+    assert [e["commit"] for e in history(gh)] == commits[1:]  # the oldest dropped
