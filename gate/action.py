@@ -135,8 +135,11 @@ def default_mode(env: Mapping[str, str], ev: Mapping[str, Any]) -> str:
     return "gate"
 
 
-def summary_text(body: str) -> str:
-    """The job summary: the comment's Markdown (already under 65,536 characters), cut at GitHub's 1 MiB if ever needed."""
+def summary_text(report: Mapping[str, Any]) -> str:
+    """The job summary: the comment's report with more per-case rows, under GitHub's 1 MiB for a step."""
+    from gate.render.markdown import render_summary
+
+    body = render_summary(dict(report))
     if len(body.encode("utf-8")) <= SUMMARY_LIMIT:
         return body
     return body.encode("utf-8")[: SUMMARY_LIMIT - 200].decode("utf-8", "ignore") + "\n\n_Cut to fit the job summary limit._\n"
@@ -212,8 +215,7 @@ def _main(env: dict[str, str]) -> int:
         code, report = cmd_run(args, **options)
     report.setdefault("run", {}).update({"pr": pr, "head_sha": head_sha})
     Path(report_path).write_text(json.dumps(report, ensure_ascii=False) + "\n", encoding="utf-8")
-    body = Path(args.markdown).read_text(encoding="utf-8")
-    append_file(env, "GITHUB_STEP_SUMMARY", summary_text(body))
+    append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
     for line in gate_annotations(report):
         print(line, flush=True)
     set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": headline(report)})
@@ -356,7 +358,8 @@ def _report_mode(env: Mapping[str, str], ev: Mapping[str, Any], client: Any, pol
     try:
         from gate.render.markdown import render_comment
 
-        body = render_comment(report)
+        render_comment(report)  # what _comment posts, and the summary (more rows): a forged report fails here, not later
+        summary = summary_text(report)
         metrics = headline(report)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(f"not a well-formed rag-gate report ({type(exc).__name__}: {str(exc)[:100]})", file=report_path) from None
@@ -366,7 +369,7 @@ def _report_mode(env: Mapping[str, str], ev: Mapping[str, Any], client: Any, pol
     if current != head:
         now = "does not exist" if current is None else f"is now {current[:12]}"
         raise InputError(f"pull request #{pr}'s head {now}, not {head[:12]}: refusing to comment on it", file=report_path, key="run.pr")
-    append_file(env, "GITHUB_STEP_SUMMARY", summary_text(body))
+    append_file(env, "GITHUB_STEP_SUMMARY", summary)
     _comment(client, pr, report, policy)
     set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": metrics})
     return 0  # the pull_request job's check carries the verdict; this job only comments

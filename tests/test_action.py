@@ -564,7 +564,10 @@ def test_a_hostile_golden_set_and_200_kb_answers_give_a_safe_comment(gh, tmp_pat
     shown_ids = [row.split(" | ")[0] for row in body.splitlines() if row.startswith("| `<img")]
     assert len(shown_ids) == 20 and len(set(shown_ids)) == 20  # long ids are cut in the middle: they stay distinct
     assert "answered instead of refusing" in body
-    assert r.summary.strip() == body.strip()
+    # the job summary (up to 1 MiB) is the same report with every one of the 30 cases, as safe
+    assert "30 cases got worse than the baseline</summary>" in r.summary
+    assert len([row for row in r.summary.splitlines() if row.startswith("| `<img")]) == 30
+    assert_safe_comment(r.summary, cut=False, limit=256 * 1024)
     assert json.dumps(answer, ensure_ascii=False) in (ws / "rag-gate-report.json").read_text(encoding="utf-8"), \
         "the report keeps the whole answer: only the comment shortens it"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import re
 
-from gate.render.markdown import COMMENT_LIMIT, marker, render_comment
+from gate.render.markdown import COMMENT_LIMIT, marker, render_comment, render_summary
 from gate.render.trend import render_trend
 
 EVIL = "<img src=x onerror=alert(1)> @org/team ping #12 | broken | `code` [link](http://x) "
@@ -27,11 +27,11 @@ def hostile_report(n_cases: int, answer_kb: int) -> dict:
     }
 
 
-def assert_safe_comment(body: str, *, cut: bool = True) -> None:
+def assert_safe_comment(body: str, *, cut: bool = True, limit: int = COMMENT_LIMIT) -> None:
     """A comment built from hostile text: under the limit, found by its marker, no HTML tag, mention or issue reference
     outside inline code spans (where GitHub renders text literally), every table row as wide as its header, and it says
     it was shortened (``cut``) or not."""
-    assert len(body) <= COMMENT_LIMIT
+    assert len(body) <= limit
     assert body.startswith(marker("default"))
     prose = re.sub(r"(?<!\\)`[^`]*(?<!\\)`", "", body)
     assert "<img" not in prose
@@ -47,6 +47,18 @@ def assert_safe_comment(body: str, *, cut: bool = True) -> None:
 
 def test_huge_hostile_report_fits_and_pings_nobody() -> None:
     assert_safe_comment(render_comment(hostile_report(400, 200)))
+
+
+def test_the_job_summary_shows_more_cases_and_stays_under_1_mib() -> None:
+    report = hostile_report(400, 200)
+    summary, comment = render_summary(report), render_comment(report)
+    assert len(summary.encode("utf-8")) <= 1024 * 1024 and len(summary) > 2 * len(comment)
+    rows = lambda body: sum(1 for r in body.splitlines() if r.startswith("| `<img"))  # noqa: E731
+    # report.max_cases is 500 here: the summary shows all 400 worse cases, the comment had to cut them
+    assert rows(summary) == 400 and 0 < rows(comment) < 400 and "cut to" in comment
+    assert_safe_comment(summary, cut=False, limit=256 * 1024)
+    small = hostile_report(3, 1)
+    assert render_summary(small) == render_comment(small)  # nothing to add: the same report
 
 
 def test_small_report_is_not_cut() -> None:

@@ -259,20 +259,30 @@ def _age_days(then: str | None, now: str | None) -> int | None:
 COMMENT_LIMIT = 65_536  # GitHub refuses a longer issue comment body
 
 
-def render_comment(report: dict[str, Any], limit: int = COMMENT_LIMIT) -> str:
-    """The PR comment, under GitHub's size limit: per-case details shrink first, and the comment says so."""
-    configured = int(report.get("run", {}).get("max_cases", 20))
-    for max_cases in dict.fromkeys([configured, 10, 5, 2, 0]):
-        if max_cases > configured:
+def render_comment(report: dict[str, Any], limit: int = COMMENT_LIMIT, max_cases: int | None = None) -> str:
+    """The PR comment, under ``limit`` characters (GitHub's 65,536 for a comment): per-case details shrink first, and
+    the comment says so. ``max_cases``: per-case rows a section (default the spec's report.max_cases)."""
+    configured = int(report.get("run", {}).get("max_cases", 20)) if max_cases is None else max_cases
+    for n in dict.fromkeys([configured, 100, 50, 20, 10, 5, 2, 0]):
+        if n > configured:
             continue
-        body = _render(report, max_cases)
-        if max_cases < configured:
-            body = body.replace("\n<sub>rag-gate", f"\n_Per-case details cut to {max_cases} a section to fit GitHub's comment size "
+        body = _render(report, n)
+        if n < configured:
+            body = body.replace("\n<sub>rag-gate", f"\n_Per-case details cut to {n} a section to fit GitHub's size "
                                 "limit: the full list is in report.json._\n\n<sub>rag-gate", 1)
         if len(body) <= limit:
             return body
     note = "\n\n_The comment was cut to fit GitHub's size limit; the full report is in report.json._\n"
     return body[: limit - len(note) - 16].rsplit("\n", 1)[0] + note
+
+
+SUMMARY_CASES = 200  # per-case rows a section in the job summary, which may be 16 times the size of a comment
+SUMMARY_CHARS = 256 * 1024  # GitHub's job summary limit is 1 MiB: 4 bytes a character at most in UTF-8
+
+
+def render_summary(report: dict[str, Any]) -> str:
+    """The job summary: the comment's report with more per-case rows (at least the comment's), under 1 MiB."""
+    return render_comment(report, SUMMARY_CHARS, max(SUMMARY_CASES, int(report.get("run", {}).get("max_cases", 20))))
 
 
 def _render(report: dict[str, Any], max_cases: int) -> str:
