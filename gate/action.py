@@ -220,13 +220,16 @@ def _main(env: dict[str, str]) -> int:
         print(line, flush=True)
     set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": headline(report)})
     if mode == "record" and store is not None:
-        if not _record(env, store, report):
+        with group("rag-gate: history"):
+            recorded = _record(env, store, report)
+        if not recorded:
             return max(code, EXIT_ERROR)
     elif mode == "record":
         print(workflow_command("error", "mode record needs a github-token (and GITHUB_REPOSITORY) to write the history branch"), flush=True)
         return max(code, EXIT_ERROR)
     elif mode == "gate" and pr and client is not None:
-        _comment(client, int(pr), report, policy)
+        with group("rag-gate: PR comment"):
+            _comment(client, int(pr), report, policy)
     elif mode == "gate" and pr:
         print(workflow_command("notice", "no github-token: the PR comment was skipped"), flush=True)
     return code

@@ -191,7 +191,8 @@ def test_gate_on_a_pull_request_comments_once_and_sets_outputs_summary_and_masks
     assert (ws / "rag-gate-report.md").read_text(encoding="utf-8") == body
     assert (ws / "rag-gate-report.xml").is_file()
     # log: a group around the run, no annotations on a pass, the token masked and nowhere else
-    assert "::group::rag-gate: run" in r.stdout and "::endgroup::" in r.stdout
+    assert "::group::rag-gate: run" in r.stdout and "::group::rag-gate: PR comment" in r.stdout
+    assert r.stdout.count("::endgroup::") == 2
     assert r.lines("error") == []
     assert_token_hidden(r, ws / "rag-gate-report.json", ws / "rag-gate-report.md", ws / "rag-gate-report.xml")
     assert WRITE_TOKEN not in body
@@ -325,7 +326,7 @@ def test_record_on_the_default_branch_and_a_pr_takes_its_base_commits_entry(gh, 
     c1 = gh.add_commit("main", "one", repo=REPO)
     r = run_action(gh, ws, "push", push_event(c1), sha=c1, ref_name="main")  # mode chosen from the event
     assert r.code == 0, str(r)
-    assert f"rag-gate: recorded in the history ({HISTORY_BRANCH}:{HISTORY})" in r.stdout
+    assert f"::group::rag-gate: history\nrag-gate: recorded in the history ({HISTORY_BRANCH}:{HISTORY})" in r.stdout
     assert [(e["commit"], e["branch"], e["verdict"]) for e in history(gh)] == [(c1, "main", "pass")]
     assert gh.comments(PR, REPO) == [] and gh.count(path=r"/comments") == 0  # no PR: no comment
     assert r.outputs["verdict"] == "pass" and "PR comment" not in r.stdout
