@@ -8,7 +8,10 @@ over HTTP and a GitHub API server on 127.0.0.1 (tests/github_server.py):
   and names the permission, and a PR based on that commit gates against that entry;
 - comment.yml (workflow_run): the fork-safe follow-up comments for a fork's PR from its report and
   refuses a report whose head commit is not the run's;
-- record-x10.yml: ten record jobs at once end with ten history entries.
+- record-x10.yml: ten record jobs at once end with ten history entries;
+- judge.yml: the judge stages (ragas and deepeval as pinned in the image) judge through
+  JUDGE_BASE_URL (tests/judge_server.py) with the key from a secret, masked in the log;
+- the release variant of action.yml (`image: docker://...`) runs the image without building it.
 
 Needs Docker and act (../shared/tools/container-env.sh sets both up; .ci/run calls it). Where
 Docker cannot run, the tests are skipped and say why. The first run builds the image (~1 min);
@@ -29,11 +32,14 @@ from pathlib import Path
 import pytest
 
 from tests.github_server import READ_TOKEN, WRITE_TOKEN, GitHubServer
+from tests.judge_server import JudgeServer
 from tests.quickrag_service import serve_quickrag
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTAINER_ENV = ROOT.parent / "shared" / "tools" / "container-env.sh"
 SPEC = "examples/quickstart/rag-eval.e2e.yml"
+JUDGE_SPEC = "examples/quickstart/rag-eval.e2e-judge.yml"
+JUDGE_KEY = "sk-test-JudgeKey0123456789abcdef"
 
 
 def _act() -> str:
@@ -64,6 +70,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     start = spec.index("  python:")
     end = spec.index("  k: 10")
     (dest / SPEC).write_text(spec[:start] + '  http: {url: "${RAG_URL}", concurrency: 4}\n' + spec[end:])
+    judge_spec = (dest / "examples/quickstart/rag-eval.judge.yml").read_text()
+    assert '  python: "quickrag:answer"\n' in judge_spec
+    (dest / JUDGE_SPEC).write_text(judge_spec.replace('  python: "quickrag:answer"\n', '  http: {url: "${RAG_URL}", concurrency: 4}\n'))
     return dest
 
 
@@ -81,7 +90,7 @@ def pr_event(gh: GitHubServer, pr: int, head: str, base: str | None = None) -> d
 
 def run_act(act: str, repo: Path, gh: GitHubServer, rag_url: str, pr: int = 0, head: str = "", token: str = WRITE_TOKEN, *,
             event_name: str = "pull_request", workflow: str = "gate.yml", event: dict | None = None,
-            bind: bool = False, extra: list[str] | None = None) -> tuple[int, dict[str, str], str]:
+            bind: bool = False, extra: list[str] | None = None, hidden: tuple[str, ...] = ()) -> tuple[int, dict[str, str], str]:
     """One workflow run under act; returns act's exit code, the step outputs (and the job result as "_job"), the log."""
     event = event or pr_event(gh, pr, head)
     event_path = repo.parent / f"event-{uuid.uuid4().hex}.json"
@@ -107,8 +116,9 @@ def run_act(act: str, repo: Path, gh: GitHubServer, rag_url: str, pr: int = 0, h
             outputs[d.get("name", "")] = d.get("arg", "")
         job = d.get("jobResult", job) or job
     log = proc.stdout + proc.stderr
-    assert "***" in "\n".join(shown) and token not in "\n".join(shown) + proc.stderr, \
-        f"the token is not masked in the log:\n{log[-3000:]}"
+    for secret in (token, *hidden):
+        assert "***" in "\n".join(shown) and secret not in "\n".join(shown) + proc.stderr, \
+            f"a secret is not masked in the log:\n{log[-3000:]}"
     return proc.returncode, {**outputs, "_job": job}, log
 
 
@@ -235,3 +245,19 @@ def test_the_release_variant_runs_the_published_image_without_building(act: str,
     finally:
         action.write_text(before)
         subprocess.run(["docker", "rmi", image], capture_output=True)
+
+
+def test_the_judge_stages_run_inside_the_image_under_act(act: str, repo: Path, rag_url: str) -> None:
+    """ragas and deepeval, as pinned in the image, judge through the JUDGE_BASE_URL endpoint with the key from a secret."""
+    with GitHubServer(repos=("owner/repo",)) as gh, JudgeServer() as judge:
+        code, out, log = run_act(act, repo, gh, rag_url, 24, "56" * 20, workflow="judge.yml",
+                                 extra=["--env", f"JUDGE_BASE_URL={judge.url}", "-s", f"OPENAI_API_KEY={JUDGE_KEY}"],
+                                 hidden=(JUDGE_KEY,))
+        assert code == 0 and out.get("verdict") == "pass", log[-3000:]
+        assert judge.count("/chat/completions") > 0 and judge.count("/embeddings") > 0 and not judge.unknown_prompts
+        metrics = json.loads(out["metrics"])["generation"]
+        for name in ("faithfulness", "answer_relevancy", "context_recall", "deepeval/faithfulness", "stays_on_handbook"):
+            assert 0.0 <= metrics[name] <= 1.0, metrics
+        (comment,) = gh.comments(24, "owner/repo")
+        assert "Judged 22 of 32 answerable cases · judge `gpt-4o-mini-2024-07-18`" in comment["body"]
+        assert JUDGE_KEY not in comment["body"] and "Authorization" not in comment["body"]
