@@ -36,7 +36,6 @@ import gc
 import io
 import logging
 import math
-import multiprocessing
 import os
 import re
 import subprocess
@@ -54,6 +53,7 @@ QUICKSTART = ROOT / "examples" / "quickstart"
 for _p in (str(QUICKSTART), str(ROOT)):  # tests.judge_server and quickrag
     if _p not in sys.path:
         sys.path.insert(0, _p)
+from bench.judge_process import Judge  # noqa: E402
 
 # Before ragas or deepeval is imported anywhere (here, in the judge process, in subprocesses).
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"  # "1" does not turn ragas's telemetry off
@@ -93,67 +93,6 @@ def _server_stats(srv: Any) -> dict[str, Any]:
         "failed": sum(1 for r in reqs if r.status != 200),
         "n": sorted({int(r.body["n"]) for r in chat if isinstance(r.body, dict) and r.body.get("n")}),
     }
-
-
-def _serve(conn: Any, latency: float) -> None:  # the child process
-    from tests.judge_server import JudgeServer
-
-    _teach_legacy_prompts()
-    with JudgeServer(latency=latency) as srv:
-        conn.send(srv.url)
-        while True:
-            if conn.recv() != "stats":
-                break
-            conn.send(_server_stats(srv))
-
-
-class Judge:
-    """A fresh JudgeServer, in a child process (``process``) or a thread of this one (``thread``)."""
-
-    def __init__(self, latency: float, where: str) -> None:
-        self._proc: Any = None
-        self._srv: Any = None
-        self._conn: Any = None
-        if where == "thread":
-            from tests.judge_server import JudgeServer
-
-            _teach_legacy_prompts()
-            self._srv = JudgeServer(latency=latency).__enter__()
-            self.url = self._srv.url
-        else:
-            ctx = multiprocessing.get_context("spawn")
-            self._conn, child = ctx.Pipe()
-            self._proc = ctx.Process(target=_serve, args=(child, latency), daemon=True)
-            self._proc.start()
-            deadline = time.monotonic() + 60
-            while not self._conn.poll(0.1):
-                if not self._proc.is_alive() or time.monotonic() > deadline:
-                    self.close()
-                    raise RuntimeError(f"the judge server process did not start (exit code {self._proc.exitcode})")
-            self.url = self._conn.recv()
-
-    def stats(self) -> dict[str, Any]:
-        if self._srv is not None:
-            return _server_stats(self._srv)
-        self._conn.send("stats")
-        return self._conn.recv()
-
-    def close(self) -> None:
-        if self._srv is not None:
-            self._srv.__exit__(None, None, None)
-        if self._proc is not None:
-            with contextlib.suppress(OSError):
-                self._conn.send("stop")
-            self._proc.join(10)
-            if self._proc.is_alive():
-                self._proc.terminate()  # this benchmark's own child, by its handle
-                self._proc.join(5)
-
-    def __enter__(self) -> Judge:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # -- the cases ---------------------------------------------------------------------------------
@@ -201,7 +140,7 @@ class Bench:
         return calls * self.args.latency / self.args.concurrency
 
     def judge(self) -> Judge:
-        return Judge(self.args.latency, self.args.server)
+        return Judge(self.args.latency, self.args.server, _server_stats, setup=_teach_legacy_prompts)
 
     def judge_cfg(self, url: str) -> dict[str, Any]:
         return {"base_url": url, "model": MODEL, "embeddings_model": EMBEDDINGS, "temperature": 0,

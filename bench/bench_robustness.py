@@ -39,7 +39,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import multiprocessing
 import os
 import select
 import shutil
@@ -57,6 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "examples" / "quickstart"
 if str(ROOT) not in sys.path:  # tests.judge_server
     sys.path.insert(0, str(ROOT))
+from bench.judge_process import Judge  # noqa: E402
 
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"  # before ragas is imported anywhere
 os.environ["DEEPEVAL_TELEMETRY_OPT_OUT"] = "1"
@@ -85,84 +85,6 @@ def _server_stats(srv: Any) -> dict[str, Any]:
     kinds = Counter("embeddings" if r.path.endswith("/embeddings") else (r.prompt_kind or "?") for r in reqs)
     return {"calls": len(reqs), "kinds": dict(kinds), "max_in_flight": srv.max_in_flight,
             "unknown": len(srv.unknown_prompts), "failed": sum(1 for r in reqs if r.status != 200)}
-
-
-def _server_reset(srv: Any) -> None:
-    with srv._lock:  # the test server keeps everything it saw; start each run from zero
-        srv.requests.clear()
-        srv.unknown_prompts.clear()
-        srv.max_in_flight = srv._in_flight
-
-
-def _serve(conn: Any, latency: float) -> None:  # the child process
-    from tests.judge_server import JudgeServer
-
-    with JudgeServer(latency=latency) as srv:
-        conn.send(srv.url)
-        while True:
-            cmd = conn.recv()
-            if cmd == "stats":
-                conn.send(_server_stats(srv))
-            elif cmd == "reset":
-                _server_reset(srv)
-                conn.send("ok")
-            else:
-                break
-
-
-class Judge:
-    """One JudgeServer for the whole benchmark, in a child process (``process``) or a thread (``thread``)."""
-
-    def __init__(self, latency: float, where: str) -> None:
-        self._proc: Any = None
-        self._srv: Any = None
-        self._conn: Any = None
-        if where == "thread":
-            from tests.judge_server import JudgeServer
-
-            self._srv = JudgeServer(latency=latency).__enter__()
-            self.url = self._srv.url
-            return
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, latency), daemon=True)
-        self._proc.start()
-        deadline = time.monotonic() + 60
-        while not self._conn.poll(0.1):
-            if not self._proc.is_alive() or time.monotonic() > deadline:
-                self.close()
-                raise RuntimeError(f"the judge server process did not start (exit code {self._proc.exitcode})")
-        self.url = self._conn.recv()
-
-    def stats(self) -> dict[str, Any]:
-        if self._srv is not None:
-            return _server_stats(self._srv)
-        self._conn.send("stats")
-        return self._conn.recv()
-
-    def reset(self) -> None:
-        if self._srv is not None:
-            _server_reset(self._srv)
-            return
-        self._conn.send("reset")
-        self._conn.recv()
-
-    def close(self) -> None:
-        if self._srv is not None:
-            self._srv.__exit__(None, None, None)
-        if self._proc is not None:
-            with contextlib.suppress(OSError):
-                self._conn.send("stop")
-            self._proc.join(10)
-            if self._proc.is_alive():
-                self._proc.terminate()  # this benchmark's own child, by its handle
-                self._proc.join(5)
-
-    def __enter__(self) -> Judge:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # -- the target: quickrag over HTTP -------------------------------------------------------------
@@ -469,7 +391,7 @@ def main() -> int:
         home = os.getcwd()
         os.chdir(tmp)  # anything a library writes to ./ stays out of the repository
         try:
-            with Judge(args.latency, args.server) as judge, quickrag_service(folder, args.target_latency_ms) as rag_url:
+            with Judge(args.latency, args.server, _server_stats) as judge, quickrag_service(folder, args.target_latency_ms) as rag_url:
                 bench = Bench(args, folder, rag_url, judge)
                 print(f"quickstart copy {folder} | quickrag over HTTP at {rag_url} (latency {args.target_latency_ms:g} ms, "
                       f"target concurrency {args.target_concurrency}) | judge at {judge.url} ({args.server}, latency "
