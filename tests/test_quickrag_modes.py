@@ -10,13 +10,11 @@ import json
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.quickrag_service import serve_quickrag
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"
@@ -27,21 +25,6 @@ CORPUS = {row["id"]: row["text"] for row in map(json.loads, (QUICKSTART / "corpu
 
 PRINTING_Q = "How much does colour printing cost per page?"
 PRINTING_SENTENCE = "colour costs $0.50 per page"
-
-
-@pytest.fixture(scope="module")
-def normal() -> Iterator[str]:
-    yield from serve_quickrag()
-
-
-@pytest.fixture(scope="module")
-def gullible() -> Iterator[str]:
-    yield from serve_quickrag("--gullible")
-
-
-@pytest.fixture(scope="module")
-def never_refuse() -> Iterator[str]:
-    yield from serve_quickrag("--never-refuse")
 
 
 def post(url: str, body: dict[str, Any]) -> dict[str, Any]:

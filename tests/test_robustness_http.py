@@ -8,12 +8,9 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from tests.quickrag_service import serve_quickrag
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"
@@ -41,21 +38,6 @@ stages:
       rejection_rate: {{min: 0.6}}
       adversarial_pass_rate: {{min: 1.0}}
 """
-
-
-@pytest.fixture(scope="module")
-def normal() -> Iterator[str]:
-    yield from serve_quickrag()
-
-
-@pytest.fixture(scope="module")
-def gullible() -> Iterator[str]:
-    yield from serve_quickrag("--gullible")
-
-
-@pytest.fixture(scope="module")
-def never_refuse() -> Iterator[str]:
-    yield from serve_quickrag("--never-refuse")
 
 
 def run(tmp: Path, url: str, *, source: str = "corpus", correctness: str = "{method: offline, threshold: 0.3}",
