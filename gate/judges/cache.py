@@ -177,6 +177,11 @@ class ScoreCache(Protocol):
 
     def put_text(self, key: str, text: str, meta: dict[str, Any]) -> None: ...
 
+    def _insert(self, table: str, column: str, key: str, value: float | str, meta: dict[str, Any]) -> None:
+        row = (key, value, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str))
+        sql = f"INSERT OR REPLACE INTO {table} (key, {column}, created_at, meta) VALUES (?, ?, ?, ?)"  # our own table names
+        self._call(lambda: self._conn.execute(sql, row))
+
     def text_stats(self) -> CacheStats: ...
 
     def close(self) -> None: ...
@@ -236,9 +241,7 @@ class JudgeCache:
 
     def put(self, key: str, value: float, meta: dict[str, Any]) -> None:
         """Store a successful score (replacing any earlier one under the same key)."""
-        value = _checked(value)
-        row = (key, value, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str))
-        self._call(lambda: self._conn.execute("INSERT OR REPLACE INTO scores (key, value, created_at, meta) VALUES (?, ?, ?, ?)", row))
+        self._insert("scores", "value", key, _checked(value), meta)
 
     def stats(self) -> CacheStats:
         """The score table: entries in the file, and this object's score lookups."""
@@ -256,9 +259,12 @@ class JudgeCache:
 
     def put_text(self, key: str, text: str, meta: dict[str, Any]) -> None:
         """Store a successful judge-written text (replacing any earlier one under the same key)."""
-        text = _checked_text(text)
-        row = (key, text, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str))
-        self._call(lambda: self._conn.execute("INSERT OR REPLACE INTO texts (key, text, created_at, meta) VALUES (?, ?, ?, ?)", row))
+        self._insert("texts", "text", key, _checked_text(text), meta)
+
+    def _insert(self, table: str, column: str, key: str, value: float | str, meta: dict[str, Any]) -> None:
+        row = (key, value, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str))
+        sql = f"INSERT OR REPLACE INTO {table} (key, {column}, created_at, meta) VALUES (?, ?, ?, ?)"  # our own table names
+        self._call(lambda: self._conn.execute(sql, row))
 
     def text_stats(self) -> CacheStats:
         """The text table: entries in the file, and this object's text lookups."""
@@ -380,6 +386,11 @@ class NullCache:
 
     def put_text(self, key: str, text: str, meta: dict[str, Any]) -> None:
         _checked_text(text)  # the same contract as JudgeCache
+
+    def _insert(self, table: str, column: str, key: str, value: float | str, meta: dict[str, Any]) -> None:
+        row = (key, value, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str))
+        sql = f"INSERT OR REPLACE INTO {table} (key, {column}, created_at, meta) VALUES (?, ?, ?, ?)"  # our own table names
+        self._call(lambda: self._conn.execute(sql, row))
 
     def text_stats(self) -> CacheStats:
         return CacheStats(entries=0, hits=0, misses=self._text_misses)
