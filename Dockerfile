@@ -17,7 +17,7 @@ RUN pip install --constraint /action/constraints.txt \
     && site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     && find "$site/numpy" "$site/scipy" "$site/pandas" "$site/pyarrow" -depth -type d -name tests -exec rm -rf {} +
 
-COPY pyproject.toml README.md config.schema.json entrypoint.py /action/
+COPY pyproject.toml README.md config.schema.json report.schema.json entrypoint.py /action/
 COPY gate/ /action/gate/
 RUN pip install --no-deps /action
 

@@ -19,7 +19,7 @@ retrieval-only run imports (none of ragas, deepeval, openai... may be).
 
 --cold builds with --no-cache (downloads and installs every package again: about a minute);
 --compressed also sizes `docker save | gzip -6`, about what a registry stores and a runner pulls
-for the published image (takes a minute). Needs Docker (../shared/tools/container-env.sh sets it
+for the published image (takes a minute). Needs Docker (.ci/container-env.sh sets it
 up on the development machine). Exit status 1 if a run's verdict was not "pass" or a
 retrieval-only run imported a heavy module; 2 if Docker is not there.
 """
@@ -137,7 +137,7 @@ def main() -> int:
     ap.add_argument("--compressed", action="store_true", help="also size docker save | gzip -6")
     args = ap.parse_args()
     if shutil.which("docker") is None or docker("info", check=False).returncode != 0:
-        print("needs a running Docker engine (on the development machine: bash ../shared/tools/container-env.sh)", file=sys.stderr)
+        print("needs a running Docker engine (on the development machine: bash .ci/container-env.sh)", file=sys.stderr)
         return 2
     ok = True
 

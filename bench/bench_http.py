@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for tests.servers
 
-from gate.model import GoldenCase  # noqa: E402
-from gate.run import collect_outputs  # noqa: E402
+from gate.core.model import GoldenCase  # noqa: E402
+from gate.pipeline import collect_outputs  # noqa: E402
 from gate.targets.http import HttpTarget  # noqa: E402
 from tests.servers import RagServer, response  # noqa: E402
 

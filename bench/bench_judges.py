@@ -102,8 +102,8 @@ def build_cases() -> tuple[list[Any], dict[str, Any]]:
     """The 40 golden questions answered by quickrag (all typed answerable so the stage judges all 40)."""
     from quickrag import answer
 
-    from gate.golden import load_golden_set
-    from gate.model import TargetOutput
+    from gate.core.model import TargetOutput
+    from gate.io.golden import load_golden_set
 
     cases, outputs = [], {}
     for case in load_golden_set(QUICKSTART / "golden_set.jsonl"):
@@ -177,7 +177,7 @@ class Bench:
 
     def stage(self, cfg: dict[str, Any], make_cache: Callable[[], Any], judge: Judge) -> tuple[float, float, dict[str, Any], dict[str, Any]]:
         """One generation_stage run against ``judge``: (wall, client CPU, stage, server stats of this run)."""
-        from gate.generation import generation_stage
+        from gate.stages.generation import generation_stage
 
         before = judge.stats()
         cache = make_cache()

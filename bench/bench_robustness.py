@@ -212,10 +212,10 @@ class Bench:
         return calls * self.args.latency / self.args.concurrency
 
     def one(self, name: str) -> None:
-        from gate.golden import load_golden_set
-        from gate.run import _judge_stages, collect_outputs
-        from gate.spec import load_spec
-        from gate.targets import make_target
+        from gate.config.loader import load_spec
+        from gate.io.golden import load_golden_set
+        from gate.pipeline import _judge_stages, collect_outputs
+        from gate.targets.factory import make_target
 
         label = CONFIGS[name][0]
         res = Result(name, label)
@@ -249,7 +249,7 @@ class Bench:
             target.close()
 
         # the whole run, as the CLI does it (warm cache): same numbers as the timed stage?
-        from gate.run import run as gate_run
+        from gate.pipeline import run as gate_run
 
         self.judge.reset()
         t0 = time.perf_counter()
@@ -398,10 +398,10 @@ def main() -> int:
                       f"{args.latency * 1000:.0f} ms, concurrency {args.concurrency}) | sample {args.sample}, 2 distractors, "
                       f"repeat {args.repeat}")
                 t0 = time.perf_counter()
+                import gate.run  # noqa: F401
                 import ragas.metrics.collections  # noqa: F401
 
                 import gate.judges.ragas_engine  # noqa: F401
-                import gate.run  # noqa: F401
 
                 print(f"(importing ragas and the engine first, not timed below: {time.perf_counter() - t0:.2f} s)")
                 for name in args.configs:

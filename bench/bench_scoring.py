@@ -121,7 +121,7 @@ def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def render_all(report: dict[str, Any]) -> tuple[str, str, str, str]:
-    from gate.cli import report_json
+    from gate.io.reports import report_json
     from gate.render.console import render_console
     from gate.render.junit import render_junit
     from gate.render.markdown import render_comment
@@ -131,14 +131,14 @@ def render_all(report: dict[str, Any]) -> tuple[str, str, str, str]:
 
 def steps(spec_path: Path, repeat: int) -> list[tuple[str, float]]:
     """The run split into its steps, each timed (best of ``repeat``)."""
-    from gate.baseline import load_baseline
-    from gate.golden import load_golden_set
+    from gate.config.loader import load_spec
+    from gate.io.golden import load_golden_set
+    from gate.io.reports import load_baseline
+    from gate.pipeline import collect_outputs, evaluate
     from gate.render.console import render_console
     from gate.render.junit import render_junit
     from gate.render.markdown import render_comment
-    from gate.run import collect_outputs, evaluate
-    from gate.spec import load_spec
-    from gate.targets import make_target
+    from gate.targets.factory import make_target
 
     out: list[tuple[str, float]] = []
     t, spec = best_of(repeat, lambda: load_spec(spec_path))
@@ -151,7 +151,7 @@ def steps(spec_path: Path, repeat: int) -> list[tuple[str, float]]:
     out.append(("load results file", t))
     t, outputs = best_of(repeat, lambda: collect_outputs(target, cases, spec.target_k))
     out.append(("collect outputs (ask target)", t))
-    from gate.retrieval import retrieval_stage
+    from gate.stages.retrieval import retrieval_stage
 
     t, _ = best_of(repeat, lambda: retrieval_stage(cases, outputs, spec.retrieval_metrics(), spec.retrieval.get("match", {})))
     out.append(("  of which: score retrieval metrics", t))
@@ -163,7 +163,7 @@ def steps(spec_path: Path, repeat: int) -> list[tuple[str, float]]:
     out.append(("render JUnit XML", t))
     t, _ = best_of(repeat, lambda: render_console(report))
     out.append(("render console", t))
-    from gate.cli import report_json
+    from gate.io.reports import report_json
 
     t, text = best_of(repeat, lambda: report_json(report))
     out.append((f"report.json text ({len(text) / 1e6:.1f} MB)", t))
@@ -207,8 +207,8 @@ def main() -> int:
               f"(results.jsonl {size / 1e6:.1f} MB) in {folder}")
 
         t_import0 = time.perf_counter()
-        from gate.baseline import baseline_from_report
-        from gate.run import run
+        from gate.core.records import baseline_from_report
+        from gate.pipeline import run
         t_import = time.perf_counter() - t_import0
 
         # the baseline: an earlier run over slightly different results, so worse_cases has work to do

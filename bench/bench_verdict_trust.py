@@ -1,6 +1,6 @@
 """False alarms and detection of judge-metric gates: the seed's rule vs rag-gate's real gate code.
 
-Reruns the world of ../shared/sim/verdict_trust.py (N cases with true faithfulness ~ Beta(7, 1.05);
+A simulated world (N cases with true faithfulness ~ Beta(7, 1.05);
 a judge call returns the truth plus Gaussian noise, clipped to [0, 1]) and decides every
 trial twice:
 
@@ -31,11 +31,11 @@ import time
 import zlib
 from pathlib import Path
 
-from gate.judged import judged_gates
+from gate.core.model import GoldenCase
+from gate.core.sampling import select_sample
+from gate.core.verdict import judged_gates
 from gate.judges import JudgeInput
 from gate.judges.cache import JudgeCache
-from gate.model import GoldenCase
-from gate.sampling import select_sample
 
 GATE = {"faithfulness": {"trend": {"window": 7, "max_drop": 0.03}}}
 

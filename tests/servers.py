@@ -1,6 +1,6 @@
 """A real HTTP RAG service on 127.0.0.1 for tests and benchmarks (stdlib only, no mocks).
 
-It speaks DESIGN.md's default protocol::
+It speaks rag-gate's default HTTP protocol (see the README)::
 
     POST /  {"question": str, "k": int}  ->  {"retrieved": [{"id", "text", "score"}], "answer": str}
 

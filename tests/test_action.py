@@ -470,11 +470,11 @@ def test_report_mode_refuses_a_file_that_is_not_a_report(gh, tmp_path, text, sai
 
 def test_report_mode_refuses_a_forged_report(gh, tmp_path):
     """A fork controls its artifact: a marker that breaks out of the HTML comment, or stages of the wrong shape."""
+    base = json.loads(fork_report(gh, tmp_path).read_text(encoding="utf-8"))  # a real report of the fork's run
     gh.add_pull(PR, HEAD, gh.branch_sha("main", REPO), fork=True)
-    base = {"schema_version": 1, "verdict": "pass", "stages": {}, "run": {"pr": PR, "head_sha": HEAD}}
     forged = [
         ({**base, "run": {**base["run"], "comment_id": "x --> @org/team"}}, "run.comment_id"),
-        ({**base, "stages": {"retrieval": "not a stage"}}, "not a well-formed rag-gate report"),
+        ({**base, "stages": {"retrieval": "not a stage"}}, "not a rag-gate report"),
     ]
     for report, said in forged:
         r = run_action(gh, report_workspace(tmp_path, text=json.dumps(report)), "workflow_run", workflow_run_event(HEAD),
@@ -574,7 +574,7 @@ def test_a_hostile_golden_set_and_200_kb_answers_give_a_safe_comment(gh, tmp_pat
 
 
 def test_every_secret_the_spec_reads_is_masked_before_anything_else(tmp_path, capsys):
-    from gate.action import mask_secrets
+    from gate.github.commands import mask_secrets
 
     spec = tmp_path / "rag-eval.yml"
     spec.write_text("version: 1\ngolden_set: g.jsonl\ntarget:\n  http:\n    url: \"${RAG_URL:-http://rag:8000}\"\n"
@@ -585,7 +585,7 @@ def test_every_secret_the_spec_reads_is_masked_before_anything_else(tmp_path, ca
     mask_secrets(env, "ghs_tok_0123456789", str(spec))
     assert capsys.readouterr().out.splitlines() == [
         "::add-mask::ghs_tok_0123456789", "::add-mask::https://user:pw@rag.internal/q", "::add-mask::rt_0123456789",
-        "::add-mask::sk-judge-0123", "::add-mask::second-line"]  # TEAM is too short to be a secret (as gate.redact)
+        "::add-mask::sk-judge-0123", "::add-mask::second-line"]  # TEAM is too short to be a secret (as gate.core.redact)
     mask_secrets(env, "ghs_tok_0123456789", str(tmp_path / "missing.yml"))  # an unreadable spec: the token still
     assert capsys.readouterr().out == "::add-mask::ghs_tok_0123456789\n"
 

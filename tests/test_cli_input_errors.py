@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import EXIT_INPUT, EXIT_PASS
+from gate.core.errors import EXIT_INPUT, EXIT_PASS
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "examples" / "quickstart" / "rag-eval.yml"
 SECRET = "s3cr3t-t0ken-value"

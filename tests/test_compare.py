@@ -1,4 +1,4 @@
-"""gate.compare: the faithfulness-recall trap, attribution, worse cases, per-case scores, references."""
+"""gate.core.compare: the faithfulness-recall trap, attribution, worse cases, per-case scores, references."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 
-from gate.compare import attribute, baseline_reference, case_scores, recall_trap, trend_reference, worse_by_case
-from gate.metrics import higher_is_better
+from gate.core.catalog import higher_is_better
+from gate.core.compare import attribute, baseline_reference, case_scores, recall_trap, trend_reference, worse_cases
+from gate.core.errors import InputError
+from gate.io.reports import check_document, upgrade
 
 
 def stages(**metrics_by_stage: dict[str, float]) -> dict[str, dict[str, Any]]:
@@ -84,7 +86,16 @@ def test_recall_trap_needs_both_metrics_on_both_sides(now, ref):
     assert recall_trap(now, ref) is None
 
 
-# --------------------------------------------------------------------------- worse_by_case
+# --------------------------------------------------------------------------- worse cases (judge stages)
+
+
+def worse_by_case(stage: dict[str, Any], reference: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    """Judge-stage cases against per-case reference scores given as metric -> id -> value."""
+    ref_cases: dict[str, dict[str, float]] = {}
+    for metric, by_id in reference.items():
+        for cid, v in by_id.items():
+            ref_cases.setdefault(cid, {})[metric] = v
+    return worse_cases(stage["samples"], [{"id": cid, "metrics": m} for cid, m in ref_cases.items()], {})  # type: ignore[return-value]
 
 
 def test_worse_by_case_respects_direction_and_sorts_worst_first():
@@ -169,11 +180,12 @@ def test_case_scores_reads_report_form():
         {"id": "q2", "metrics": {"answer_relevancy": 0.7}, "error": "faithfulness: timeout"},
         {"id": "q3", "metrics": {"faithfulness": 1}, "error": None},
     ]}
-    assert case_scores(stage, "faithfulness") == {"q1": 0.9, "q3": 1.0}
-    assert isinstance(case_scores(stage, "faithfulness")["q3"], float)
-    assert case_scores(stage, "answer_relevancy") == {"q1": 0.8, "q2": 0.7}
-    assert case_scores(stage, "nope") == {}
-    assert case_scores({}, "faithfulness") == {}
+    samples = stage["samples"]
+    assert case_scores(samples, "faithfulness") == {"q1": 0.9, "q3": 1.0}
+    assert isinstance(case_scores(samples, "faithfulness")["q3"], float)
+    assert case_scores(samples, "answer_relevancy") == {"q1": 0.8, "q2": 0.7}
+    assert case_scores(samples, "nope") == {}
+    assert case_scores([], "faithfulness") == {}
 
 
 @pytest.mark.parametrize(
@@ -185,28 +197,36 @@ def test_case_scores_reads_report_form():
     ids=["baseline form", "history form"],
 )
 def test_case_scores_reads_stored_form(samples):
-    assert case_scores({"samples": samples}, "faithfulness") == {"q1": 0.9, "q3": 0.5}
+    """Per-case scores stored as objects keyed by case id (before they had one shape) are read as the list form."""
+    stored = upgrade({"stages": {"generation": {"samples": samples}}})["stages"]["generation"]["samples"]
+    assert case_scores(stored, "faithfulness") == {"q1": 0.9, "q3": 0.5}
 
 
-def test_case_scores_skips_non_numeric_stored_values():
-    samples = {"q1": {"faithfulness": None}, "q2": {"faithfulness": "n/a"}, "q3": "garbage", "q4": {"faithfulness": 0.25}}
-    assert case_scores({"samples": samples}, "faithfulness") == {"q4": 0.25}
+@pytest.mark.parametrize("bad", [{"faithfulness": None}, {"faithfulness": "n/a"}, "garbage"])
+def test_non_numeric_stored_values_are_refused_at_the_door(bad):
+    """A stored per-case value that is not a number makes the entry invalid (the reader skips it with a warning)."""
+    samples = {"q1": bad, "q4": {"faithfulness": 0.25}}
+    entry = {"schema_version": 1, "created_at": "2026-11-01T00:00:00+00:00", "commit": None, "branch": None, "verdict": "pass",
+             "fingerprints": {}, "stages": {"generation": {"metrics": {"faithfulness": 0.5}, "samples": samples}}}
+    with pytest.raises(InputError) as err:
+        check_document(entry, "history_entry", file="history.jsonl", line=3)
+    assert err.value.message.startswith("history.jsonl:3: stages.generation.samples[0].metrics")
 
 
 # --------------------------------------------------------------------------- references
 
 
-def _report_stage(scores: dict[str, float]) -> dict[str, Any]:
-    return {"metrics": {"faithfulness": sum(scores.values()) / len(scores)},
-            "samples": [{"id": k, "metrics": {"faithfulness": v}} for k, v in scores.items()]}
+def _report_stage(scores: dict[str, float]) -> list[dict[str, Any]]:
+    """The per-case samples of a report stage with these faithfulness scores."""
+    return [{"id": k, "metrics": {"faithfulness": v}} for k, v in scores.items()]
 
 
 def test_trend_reference_averages_per_case_over_the_entries():
-    entries = [
+    entries = [upgrade(e) for e in [
         {"stages": {"generation": {"metrics": {"faithfulness": 0.8}, "samples": {"a": {"faithfulness": 0.8}, "b": {"faithfulness": 0.8}}}}},
         {"stages": {"generation": {"metrics": {"faithfulness": 0.6}, "samples": {"a": {"faithfulness": 0.6}, "b": {"faithfulness": 0.6}}}}},
         {"stages": {"retrieval": {"metrics": {"mrr": 0.5}}}},  # an entry without the stage does not count
-    ]
+    ]]
     ref = trend_reference("generation", _report_stage({"a": 0.7, "b": 0.7}), entries, "faithfulness")
     assert ref is not None
     assert ref.value == pytest.approx(0.7) and ref.runs == 2
@@ -216,13 +236,14 @@ def test_trend_reference_averages_per_case_over_the_entries():
 
 def test_trend_reference_none_without_values_and_no_pairs_for_retrieval():
     assert trend_reference("generation", _report_stage({"a": 0.7}), [], "faithfulness") is None
-    entries = [{"stages": {"retrieval": {"metrics": {"mrr": 0.5}, "samples": {"a": {"mrr": 1.0}}}}}]
-    ref = trend_reference("retrieval", {"metrics": {"mrr": 0.4}, "samples": [{"id": "a", "metrics": {"mrr": 0.5}}]}, entries, "mrr")
+    entries = [upgrade({"stages": {"retrieval": {"metrics": {"mrr": 0.5}, "samples": {"a": {"mrr": 1.0}}}}})]
+    ref = trend_reference("retrieval", [{"id": "a", "metrics": {"mrr": 0.5}}], entries, "mrr")
     assert ref is not None and ref.value == 0.5 and ref.paired is None
 
 
 def test_baseline_reference_pairs_only_common_cases():
-    base = {"metrics": {"faithfulness": 0.85}, "samples": {"a": {"metrics": {"faithfulness": 0.9}}, "gone": {"metrics": {"faithfulness": 0.1}}}}
+    base = {"metrics": {"faithfulness": 0.85}, "samples": [{"id": "a", "metrics": {"faithfulness": 0.9}},
+                                                          {"id": "gone", "metrics": {"faithfulness": 0.1}}]}
     ref = baseline_reference("generation", _report_stage({"a": 0.8, "new": 0.2}), base, "faithfulness")
     assert ref.value == 0.85
     assert ref.paired is not None and ref.paired.n == 1 and ref.paired.mean_drop == pytest.approx(0.1)
@@ -240,15 +261,15 @@ def test_baseline_reference_pairs_only_common_cases():
     ("fail", 0.01, "pass", False),
 ])
 def test_unstable_judge_warns_or_fails(on_unstable: str, max_diff: float, status: str, warned: bool) -> None:
-    from gate.judged import finish_judged_stage
+    from gate.core.verdict import StageReferences, gate_stage
 
     unstable = ["faithfulness"] if max_diff > 0.02 else []
     stage = {
         "status": "pass", "metrics": {"faithfulness": 0.9}, "samples": [{"id": "a", "metrics": {"faithfulness": 0.9}}],
-        "not_evaluated": {},
+        "not_evaluated": {}, "warnings": [],
         "self_check": {"limit": 0.02, "on_unstable": on_unstable, "cases": 1, "errored": 0, "unstable": unstable,
                        "metrics": {"faithfulness": {"cases": 1, "max_diff": max_diff, "mean_diff": max_diff}}},
     }
-    out = finish_judged_stage("generation", stage, {"faithfulness": {"min": 0.5}}, None, [], None, None, {"a": "q"})
+    out = gate_stage("generation", stage, {"faithfulness": {"min": 0.5}}, StageReferences(), {"a": "q"})
     assert out["status"] == status
     assert any("judge unstable" in w for w in out["warnings"]) is warned

@@ -13,7 +13,7 @@ over HTTP and a GitHub API server on 127.0.0.1 (tests/github_server.py):
   JUDGE_BASE_URL (tests/judge_server.py) with the key from a secret, masked in the log;
 - the release variant of action.yml (`image: docker://...`) runs the image without building it.
 
-Needs Docker and act (../shared/tools/container-env.sh sets both up; .ci/run calls it). Where
+Needs Docker and act (.ci/container-env.sh sets both up; .ci/run calls it). Where
 Docker cannot run, the tests are skipped and say why. The first run builds the image (~1 min);
 later runs take a few seconds each.
 """
@@ -36,7 +36,7 @@ from tests.judge_server import JudgeServer
 from tests.quickrag_service import serve_quickrag
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTAINER_ENV = ROOT.parent / "shared" / "tools" / "container-env.sh"
+CONTAINER_ENV = ROOT / ".ci" / "container-env.sh"
 SPEC = "examples/quickstart/rag-eval.e2e.yml"
 JUDGE_SPEC = "examples/quickstart/rag-eval.e2e-judge.yml"
 JUDGE_KEY = "sk-test-JudgeKey0123456789abcdef"
@@ -45,9 +45,9 @@ JUDGE_KEY = "sk-test-JudgeKey0123456789abcdef"
 def _act() -> str:
     """The act binary, or skip with the reason."""
     if shutil.which("docker") is None:
-        pytest.skip("Docker is not installed here: the act end-to-end test needs it (run ../shared/tools/container-env.sh)")
+        pytest.skip("Docker is not installed here: the act end-to-end test needs it (run .ci/container-env.sh)")
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        pytest.skip("no Docker engine runs here: the act end-to-end test needs one (run ../shared/tools/container-env.sh)")
+        pytest.skip("no Docker engine runs here: the act end-to-end test needs one (run .ci/container-env.sh)")
     if not CONTAINER_ENV.exists():
         pytest.skip(f"{CONTAINER_ENV} is missing: it provides the act runner and the base image")
     proc = subprocess.run(["bash", str(CONTAINER_ENV)], capture_output=True, text=True, timeout=900)

@@ -1,10 +1,10 @@
-"""Decision table for gate.gates.decide (in the spirit of coverage.py's should_fail_under table)."""
+"""Decision table for gate.core.gates.decide (in the spirit of coverage.py's should_fail_under table)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gate.gates import GateDecision, decide, stage_status
+from gate.core.gates import GateDecision, decide, stage_status
 
 UP, DOWN = True, False  # higher is better / lower is better
 

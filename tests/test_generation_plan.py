@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import EXIT_INPUT, EXIT_PASS
-from gate.generation import DEEPEVAL_METRICS, RAGAS_METRICS, MetricPlan, judge_settings, plan_metrics
+from gate.core.catalog import DEEPEVAL_METRICS, RAGAS_METRICS, MetricPlan, plan_metrics
+from gate.core.errors import EXIT_INPUT, EXIT_PASS
 from gate.judges import JudgeSettings
 from gate.judges.models import is_floating_model
+from gate.stages.judging import judge_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 CITES = "The answer names the document it relies on."

@@ -17,17 +17,11 @@ from typing import Any
 import pytest
 import requests
 
-from gate.errors import InputError, RunError
-from gate.github import (
-    Conflict,
-    GitHubClient,
-    GitHubError,
-    NotFound,
-    PermissionDenied,
-    RepoHistoryStore,
-    baseline_entry,
-)
-from gate.history import SCHEMA_VERSION
+from gate.core.errors import InputError, RunError
+from gate.core.records import baseline_entry
+from gate.core.report import SCHEMA_VERSION
+from gate.github.client import Conflict, GitHubClient, GitHubError, NotFound, PermissionDenied
+from gate.github.history import RepoHistoryStore
 from gate.render.markdown import marker
 from tests.github_server import (
     READ_TOKEN,
@@ -72,7 +66,7 @@ def entry(i: int | str, **extra: Any) -> dict[str, Any]:
         "branch": "main",
         "verdict": "pass",
         "fingerprints": {"golden_set": "sha256:aaaa"},
-        "stages": {"generation": {"metrics": {"faithfulness": 0.8}, "samples": {"q1": {"faithfulness": 0.8}}}},
+        "stages": {"generation": {"metrics": {"faithfulness": 0.8}, "samples": [{"id": "q1", "metrics": {"faithfulness": 0.8}}]}},
     }
     e.update(extra)
     return e
@@ -503,7 +497,8 @@ def test_ten_threads_creating_the_branch_and_file_at_once_lose_nothing(gh):
 
 _RECORD = textwrap.dedent("""
     import json, os, sys
-    from gate.github import GitHubClient, RepoHistoryStore
+    from gate.github.client import GitHubClient
+    from gate.github.history import RepoHistoryStore
     client = GitHubClient(os.environ["GITHUB_API_URL"], os.environ["GITHUB_TOKEN"], os.environ["GITHUB_REPOSITORY"])
     store = RepoHistoryStore(client)
     store.append(json.loads(sys.argv[1]))

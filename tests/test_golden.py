@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import EXIT_INPUT, InputError, InputErrors
-from gate.golden import derive_id, fingerprint, groups, load_golden_set
+from gate.core.cases import derive_id, fingerprint, groups
+from gate.core.errors import EXIT_INPUT, InputError, InputErrors
+from gate.io.golden import load_golden_set
 
 GOOD = {"id": "g1", "question": "What?", "relevant_doc_ids": ["d1"]}
 

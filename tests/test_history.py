@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from gate.errors import EXIT_INPUT, EXIT_PASS
-from gate.history import SCHEMA_VERSION, LocalHistoryStore, entry_from_report, window
+from gate.core.errors import EXIT_INPUT, EXIT_PASS
+from gate.core.records import entry_from_report, window
+from gate.core.report import SCHEMA_VERSION
+from gate.io.history import LocalHistoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,24 +30,35 @@ def entry(i: int, **extra: Any) -> dict[str, Any]:
         "branch": "main",
         "verdict": "pass",
         "fingerprints": dict(FP),
-        "stages": {"generation": {"metrics": {"faithfulness": 0.8 + i / 1000}, "samples": {"q1": {"faithfulness": 0.8}}}},
+        "stages": {"generation": {"metrics": {"faithfulness": 0.8 + i / 1000}, "samples": [{"id": "q1", "metrics": {"faithfulness": 0.8}}]}},
     }
     e.update(extra)
     return e
 
 
 def report(commit: str, verdict: str = "pass") -> dict[str, Any]:
+    """A complete report.json (it is checked against report.schema.json when it is read back)."""
     return {
         "schema_version": 1,
         "verdict": verdict,
-        "run": {"commit": commit, "created_at": "2025-02-01T10:00:00+00:00"},
+        "exit_code": {"pass": 0, "fail": 1, "error": 3}[verdict],
+        "errors": ["the target could not be reached"] if verdict == "error" else [],
+        "warnings": [],
+        "tool": {"name": "rag-gate", "version": "0.1.0"},
+        "run": {"commit": commit, "created_at": "2025-02-01T10:00:00+00:00", "config": "rag-eval.yml", "duration_s": 1.0,
+                "comment_id": "default", "max_cases": 20},
         "fingerprints": dict(FP),
+        "golden_set": {"path": "golden.jsonl", "n": 4, "by_type": {"answerable": 4}, "by_category": {}, "by_tag": {}},
+        "target": {"kind": "results", "k": 10, "calls": 4, "errors": 1, "error_rate": 0.25, "max_error_rate": 0.5, "notes": []},
+        "baseline": {"path": "eval/baseline.json", "found": False, "created_at": None, "commit": None, "fingerprints": None,
+                     "mismatch": [], "on_mismatch": "warn", "source": None},
         "stages": {
             "retrieval": {
                 "status": "pass",
                 "metrics": {"hit_rate@5": 0.9, "mrr": 0.7},
                 "gates": [],
                 "samples": [{"id": "q1", "metrics": {"hit_rate@5": 1.0, "mrr": 1.0}, "error": None}],
+                "not_evaluated": {}, "warnings": [],
             },
             "generation": {
                 "status": "pass",
@@ -61,10 +74,20 @@ def report(commit: str, verdict: str = "pass") -> dict[str, Any]:
                     {"id": "q4", "metrics": {}, "errors": {"faithfulness": "the target call failed for this case"},
                      "error": "faithfulness: the target call failed for this case"},
                 ],
+                "not_evaluated": {}, "warnings": [],
             },
-            "robustness": {"status": "skipped", "metrics": {}, "gates": [], "samples": []},
+            "robustness": {"status": "skipped", "reason": "no judge", "metrics": {}, "gates": [], "samples": [], "not_evaluated": {},
+                           "warnings": []},
         },
+        "cases": [{"id": f"q{i}", "type": "answerable", "retrieved": ["d1"], "answer": "a", "latency_ms": 10.0, "error": None}
+                  for i in range(1, 5)],
+        "history": {"entries": 0, "runs": []},
     }
+
+
+def case_metrics(samples: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Stored cases as case id -> metrics."""
+    return {s["id"]: s["metrics"] for s in samples}
 
 
 # --------------------------------------------------------------------------- LocalHistoryStore
@@ -174,20 +197,19 @@ def test_entry_keeps_per_case_scores_only_for_judge_stages():
     assert e["stages"]["retrieval"] == {"metrics": {"hit_rate@5": 0.9, "mrr": 0.7}}
     gen = e["stages"]["generation"]
     assert gen["metrics"] == {"faithfulness": 0.85, "answer_relevancy": 0.8}
-    assert gen["samples"]["q1"] == {"faithfulness": 0.9, "answer_relevancy": 0.8}
-    assert gen["samples"]["q2"] == {"faithfulness": 0.8, "answer_relevancy": 0.8}
-    assert "q4" not in gen["samples"]  # no score at all
+    assert case_metrics(gen["samples"])["q1"] == {"faithfulness": 0.9, "answer_relevancy": 0.8}
+    assert case_metrics(gen["samples"])["q2"] == {"faithfulness": 0.8, "answer_relevancy": 0.8}
+    assert "q4" not in case_metrics(gen["samples"])  # no score at all
 
 
 def test_entry_keeps_the_scores_a_case_has_when_another_metric_errored():
     """Like the baseline: one metric's judge error must not throw away the case's other valid scores."""
     gen = entry_from_report(report("abc"))["stages"]["generation"]
-    assert gen["samples"]["q3"] == {"answer_relevancy": 0.8}
+    assert case_metrics(gen["samples"])["q3"] == {"answer_relevancy": 0.8}
 
 
-def test_entry_commit_argument_wins_and_created_at_defaults_to_now():
+def test_entry_commit_argument_wins_and_created_at_is_the_reports():
     r = report("from-report")
-    del r["run"]["created_at"]
     e = entry_from_report(r, commit="from-arg")
     assert e["commit"] == "from-arg"
     assert e["created_at"][:2] == "20" and "T" in e["created_at"]
@@ -261,7 +283,7 @@ def test_history_record_appends_an_entry(tmp_path):
     entries = LocalHistoryStore(root / "eval" / "history.jsonl").read()
     assert len(entries) == 1
     assert entries[0]["commit"] == "deadbeef" and entries[0]["branch"] == "main"
-    assert entries[0]["stages"]["generation"]["samples"]["q1"]["faithfulness"] == 0.9
+    assert case_metrics(entries[0]["stages"]["generation"]["samples"])["q1"]["faithfulness"] == 0.9
     # a second record appends
     proc = rag_gate(root, "history", "record", "--config", "rag-eval.yml", "--report", "report.json",
                     env={"GITHUB_REF_NAME": "trunk"})

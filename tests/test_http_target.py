@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gate.model import GoldenCase
-from gate.run import run
-from gate.spec import load_spec
-from gate.targets import make_target
+from gate.config.loader import load_spec
+from gate.core.model import GoldenCase
+from gate.pipeline import run
+from gate.targets.factory import make_target
 from gate.targets.http import HttpTarget
 
 try:

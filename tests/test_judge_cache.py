@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import EXIT_INPUT, InputError
+from gate.core.errors import EXIT_INPUT, InputError
 from gate.judges import JudgeInput
 from gate.judges.cache import CacheStats, JudgeCache, NullCache, cache_key, text_cache_key
 

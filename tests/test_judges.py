@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from gate.judges import JudgeBudgetExceeded, JudgeError, JudgeInput, JudgeSettings
-from gate.judges.client import is_floating_model
+from gate.judges.models import is_floating_model
 
 try:
     from tests.judge_server import JudgeServer, always, first, malformed, slow, status

@@ -1,6 +1,6 @@
 """The engines against a real (tiny) LLM: SmolLM2-135M-Instruct served by llama.cpp on 127.0.0.1.
 
-A 135M model is at chance as a judge (NOTES-judges.md), and its JSON is often cut off or
+A 135M model is at chance as a judge (about 50 % right on hand-written faithfulness pairs), and its JSON is often cut off or
 off-schema. This is not a quality test: it checks that whatever a real model sends back,
 each case ends with a score in [0, 1] or a JudgeError with a reason, never a crash or NaN.
 

@@ -1,6 +1,6 @@
 """Retrieval metric math against trec_eval (through pytrec_eval) as the independent oracle.
 
-DESIGN.md says our retrieval metrics *equal* trec_eval's:
+The README says our retrieval metrics *equal* trec_eval's:
 
     hit_rate@k = success_k    mrr = recip_rank     recall@k = recall_k
     precision@k = P_k         ndcg = ndcg          ndcg@k = ndcg_cut_k
@@ -27,19 +27,10 @@ import pytest
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
-from gate.metrics import (  # noqa: E402
-    HEALTH_METRICS,
-    CaseScorer,
-    MetricName,
-    aggregate,
-    dedupe,
-    health_metrics,
-    higher_is_better,
-    parse_metric,
-    percentile,
-)
-from gate.model import GoldenCase, RetrievedDoc, TargetOutput  # noqa: E402
-from gate.retrieval import retrieval_stage  # noqa: E402
+from gate.core.catalog import HEALTH_METRICS, MetricName, higher_is_better, parse_metric  # noqa: E402
+from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput  # noqa: E402
+from gate.core.ranking import CaseScorer, aggregate, dedupe, health_metrics, percentile  # noqa: E402
+from gate.stages.retrieval import retrieval_stage  # noqa: E402
 
 SEED = 20241130
 N_QUERIES = 300

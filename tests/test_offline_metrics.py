@@ -20,8 +20,9 @@ import string
 import pytest
 
 import gate
+from gate.core.textmatch import exact_match, lcs_length, rouge_l, token_f1
 from gate.judges import JudgeError, JudgeInput
-from gate.judges.offline import OfflineEngine, exact_match, lcs_length, rouge_l, token_f1
+from gate.judges.offline import OfflineEngine
 
 SEED = 20250611
 N_PAIRS = 300

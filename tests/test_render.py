@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from gate.baseline import baseline_from_report
-from gate.golden import load_golden_set
+from gate.config.loader import load_spec
+from gate.core.records import baseline_from_report
+from gate.io.golden import load_golden_set
+from gate.pipeline import RunContext, evaluate
 from gate.render.console import render_console
 from gate.render.junit import render_junit
 from gate.render.markdown import cell, code, marker, render_comment
-from gate.run import evaluate
-from gate.spec import load_spec
 from gate.targets.results import ResultsFileTarget
 
 GOLD = Path(__file__).parent / "gold"
@@ -80,8 +80,9 @@ def _report(tmp: Path, results: dict[str, list[str] | None], baseline: dict | No
     cases = load_golden_set(spec.golden_set_path)
     target = ResultsFileTarget(spec.resolve("results.jsonl"), cases)
     outputs = {c.id: target.ask(c, spec.target_k) for c in cases}
-    report = evaluate(spec, cases, outputs, baseline, target_kind="results", duration_s=0.5)
-    report["run"]["created_at"] = "2026-11-29T10:00:00+00:00"  # fixed, so the baseline's age renders the same
+    # a fixed clock, so the baseline's age renders the same
+    context = RunContext(created_at="2026-11-29T10:00:00+00:00", duration_s=0.5, baseline=baseline, target_kind="results")
+    report = evaluate(spec, cases, outputs, context)
     return report
 
 
@@ -90,7 +91,7 @@ def reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_SHA", raising=False)
     base_report = _report(tmp_path, BASE_RESULTS, None)
-    baseline = baseline_from_report(base_report)
+    baseline = baseline_from_report(base_report, created_at="2026-11-30T00:00:00+00:00", tool_version="0.1.0")
     baseline["created_at"], baseline["commit"] = "2026-11-01T10:00:00+00:00", "0123456789abcdef"
     head = _report(tmp_path, HEAD_RESULTS, baseline)
     stale = json.loads(json.dumps(baseline))

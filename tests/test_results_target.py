@@ -1,4 +1,4 @@
-"""The results-file target (a JSONL file the user's own step wrote), through gate.run.run and the CLI."""
+"""The results-file target (a JSONL file the user's own step wrote), through gate.pipeline.run and the CLI."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gate.errors import InputError
-from gate.golden import derive_id, load_golden_set
-from gate.run import run
+from gate.core.cases import derive_id
+from gate.core.errors import InputError
+from gate.io.golden import load_golden_set
+from gate.pipeline import run
 from gate.targets.results import ResultsFileTarget
 
 GOLDEN = [

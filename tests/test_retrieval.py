@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from gate.golden import groups
-from gate.metrics import parse_metric
-from gate.model import GoldenCase, RetrievedDoc, TargetOutput
-from gate.retrieval import id_mapper, map_relevant, retrieval_stage
+from gate.core.cases import groups
+from gate.core.catalog import parse_metric
+from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
+from gate.core.ranking import id_mapper, map_relevant
+from gate.stages.retrieval import retrieval_stage
 
 METRICS = [parse_metric(m) for m in ("hit_rate@1", "recall@2", "mrr", "context_recall@2")]
 

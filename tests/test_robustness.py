@@ -20,21 +20,13 @@ from typing import Any
 
 import pytest
 
-from gate.errors import InputError
-from gate.model import GoldenCase, RetrievedDoc, TargetOutput
+from gate.core.catalog import NOISE_METRICS, REJECTION_METRICS
+from gate.core.errors import InputError
+from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
+from gate.core.rejection import DEFAULT_REFUSAL_PHRASES, detect_refusal, leaked, rejection_part
+from gate.io.golden import load_distractor_file
 from gate.render.markdown import render_comment
-from gate.robustness import (
-    DEFAULT_REFUSAL_PHRASES,
-    NOISE_METRICS,
-    REJECTION_METRICS,
-    corpus_candidates,
-    detect_refusal,
-    inject,
-    leaked,
-    load_distractor_file,
-    pick_corpus_distractors,
-    rejection_part,
-)
+from gate.stages.noise import corpus_candidates, inject, pick_corpus_distractors
 from gate.targets.http import HttpTarget
 
 try:

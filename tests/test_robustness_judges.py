@@ -133,9 +133,8 @@ def test_noise_sensitivity_calls_grow_with_the_contexts(judge: Any) -> None:
 
 @ragas_installed
 def test_noise_sensitivity_is_a_lower_is_better_ragas_metric_needing_contexts_and_reference(judge: Any) -> None:
-    from gate.generation import RAGAS_METRICS, plan_metrics
+    from gate.core.catalog import RAGAS_METRICS, higher_is_better, plan_metrics
     from gate.judges.ragas_engine import RagasEngine
-    from gate.metrics import higher_is_better
 
     names = ["noise_sensitivity_relevant", "noise_sensitivity_irrelevant"]
     assert set(names) <= RAGAS_METRICS

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gate.model import GoldenCase
-from gate.sampling import select_sample
+from gate.core.model import GoldenCase
+from gate.core.sampling import select_sample
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,8 +44,8 @@ def test_same_seed_and_golden_set_give_the_same_sample():
 
 _CHILD = """
 import json, sys
-from gate.model import GoldenCase
-from gate.sampling import select_sample
+from gate.core.model import GoldenCase
+from gate.core.sampling import select_sample
 cases = [GoldenCase(id=f"q{i:03d}", question=f"question {i}?", line=i + 1) for i in range(100)]
 print(json.dumps([c.id for c in select_sample(cases, 40, seed=7)]))
 """

@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonschema
 
-from gate.spec import config_schema
+from gate.config.loader import config_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 

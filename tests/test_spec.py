@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import EXIT_INPUT, InputError, InputErrors
-from gate.spec import load_spec
+from gate.config.loader import load_spec
+from gate.core.errors import EXIT_INPUT, InputError, InputErrors
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "examples" / "quickstart" / "rag-eval.yml"
 

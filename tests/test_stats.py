@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from gate import stats
-from gate.stats import PairedResult, paired_bootstrap
+from gate.core import stats
+from gate.core.stats import PairedResult, paired_bootstrap
 
 
 def noisy_pair(n: int, mean_drop: float, sigma: float, seed: int) -> tuple[list[float], list[float]]:
@@ -20,7 +20,7 @@ def noisy_pair(n: int, mean_drop: float, sigma: float, seed: int) -> tuple[list[
 
 
 def normal_p(drops: list[float]) -> float:
-    """One-sided p of 'mean drop <= 0' from the normal approximation, written independently of gate.stats."""
+    """One-sided p of 'mean drop <= 0' from the normal approximation, written independently of gate.core.stats."""
     n = len(drops)
     m = sum(drops) / n
     sd = math.sqrt(sum((d - m) ** 2 for d in drops) / (n - 1))

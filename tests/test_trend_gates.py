@@ -1,4 +1,4 @@
-"""Trend and paired gate rules (gate.gates.decide), and the seed's situation through gate.judged."""
+"""Trend and paired gate rules (gate.core.gates.decide), and the seed's situation through gate.core.verdict."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from gate.gates import DEFAULT_CONFIDENCE, GateDecision, Reference, decide
-from gate.history import entry_from_report
-from gate.judged import judged_gates
-from gate.metrics import higher_is_better
-from gate.stats import PairedResult
+from gate.core.catalog import higher_is_better
+from gate.core.gates import DEFAULT_CONFIDENCE, GateDecision, Reference, decide
+from gate.core.records import entry_from_report
+from gate.core.stats import PairedResult
+from gate.core.verdict import StageReferences, decide_gates
 
 TREND = {"trend": {"window": 7, "max_drop": 0.03}}
 TREND_PCT = {"trend": {"window": 7, "max_drop": "3%"}}
@@ -159,6 +159,7 @@ def stage_of(scores: dict[str, float], metric: str = "faithfulness") -> dict[str
         "metrics": {metric: sum(scores.values()) / len(scores)},
         "samples": [{"id": cid, "metrics": {metric: v}, "errors": {}, "error": None} for cid, v in scores.items()],
         "not_evaluated": {},
+        "warnings": [],
     }
 
 
@@ -170,7 +171,8 @@ def history_of(scores: dict[str, float], metric: str = "faithfulness", runs: int
         run_scores = dict(scores)
         for cid in rng.sample(sorted(scores), 3):
             run_scores[cid] = min(1.0, max(0.0, run_scores[cid] + rng.gauss(0.0, 0.03)))
-        report = {"verdict": "pass", "run": {"commit": f"c{r}"}, "stages": {stage: stage_of(run_scores, metric)}}
+        report = {"verdict": "pass", "run": {"commit": f"c{r}", "created_at": f"2026-11-0{r + 1}T00:00:00+00:00"},
+                  "fingerprints": {}, "stages": {stage: stage_of(run_scores, metric)}}
         entries.append(entry_from_report(report, branch="main"))
     return entries
 
@@ -178,7 +180,7 @@ def history_of(scores: dict[str, float], metric: str = "faithfulness", runs: int
 def gen_decision(current: dict[str, float], history: list[dict[str, Any]], metric: str = "faithfulness",
                  gate: dict[str, Any] | None = None, stage: str = "generation") -> GateDecision:
     gates = {metric: gate or TREND}
-    (d,) = judged_gates(stage, stage_of(current, metric), gates, None, history, None)
+    (d,) = decide_gates(stage, stage_of(current, metric), gates, StageReferences(history=history))
     return d
 
 
@@ -263,8 +265,8 @@ def test_seed_baseline_max_drop_uses_paired_test_too():
     scores = base_scores()
     hit = sorted(scores)[::3]
     current = {cid: (v - 0.15 if cid in hit else v) for cid, v in scores.items()}
-    base_stage = {"metrics": stage_of(scores)["metrics"], "samples": {cid: {"metrics": {"faithfulness": v}} for cid, v in scores.items()}}
-    (d,) = judged_gates("generation", stage_of(current), {"faithfulness": DROP}, base_stage, [], None)
+    base_stage = {"metrics": stage_of(scores)["metrics"], "samples": [{"id": cid, "metrics": {"faithfulness": v}} for cid, v in scores.items()]}
+    (d,) = decide_gates("generation", stage_of(current), {"faithfulness": DROP}, StageReferences(baseline=base_stage))
     assert d.status == "fail" and d.method == "paired bootstrap"
-    (d,) = judged_gates("generation", stage_of(scores), {"faithfulness": DROP}, base_stage, [], None)
+    (d,) = decide_gates("generation", stage_of(scores), {"faithfulness": DROP}, StageReferences(baseline=base_stage))
     assert d.status == "pass" and d.method == "paired bootstrap"

@@ -12,9 +12,10 @@ retrieval-only run: ragas and deepeval are imported only when an engine is built
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +72,31 @@ class Engine(Protocol):
     async def aclose(self) -> None: ...
 
 
+def has_input(item: JudgeInput, need: str) -> bool:
+    """Whether ``item`` carries what a metric needs besides question and answer ("contexts" or "reference")."""
+    if need == "contexts":
+        return any(c.strip() for c in item.contexts)
+    return bool(item.reference and item.reference.strip())
+
+
+def checked_score(value: Any, metric: str, *, engine: str, no_score: str | None = None) -> float:
+    """An engine's score as a float in [0, 1], or JudgeError: None, NaN or a non-number is "no score" (``no_score`` says
+    why, when the engine knows), a value outside [0, 1] beyond float noise is refused. Every engine's score passes here
+    once, so a NaN is never cached, averaged or gated."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise JudgeError(no_score or f"{engine} returned no score for {metric}")
+    value = float(value)
+    if -1e-9 <= value < 0.0 or 1.0 < value <= 1.0 + 1e-9:
+        return min(1.0, max(0.0, value))
+    if not 0.0 <= value <= 1.0:
+        raise JudgeError(f"{engine} returned {value:g} for {metric}, outside [0, 1]")
+    return value
+
+
 def telemetry_off() -> None:
     """Turn off ragas's and deepeval's telemetry unless the user turned it on themselves.
 
-    ragas honours only the string "true" (NOTES-judges.md); deepeval takes DEEPEVAL_TELEMETRY_OPT_OUT.
+    ragas honours only the string "true" ("1" does not turn it off); deepeval takes DEEPEVAL_TELEMETRY_OPT_OUT.
     """
     if os.environ.get("RAG_GATE_JUDGE_TELEMETRY", "").lower() not in ("1", "true", "yes"):
         os.environ["RAGAS_DO_NOT_TRACK"] = "true"

@@ -49,7 +49,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from gate.errors import InputError, RunError
+from gate.core.errors import InputError, RunError
 from gate.judges import JudgeInput
 
 SCHEMA_VERSION = 1
@@ -176,11 +176,6 @@ class ScoreCache(Protocol):
     def get_text(self, key: str) -> str | None: ...
 
     def put_text(self, key: str, text: str, meta: dict[str, Any]) -> None: ...
-
-    def _insert(self, table: str, column: str, key: str, value: float | str, meta: dict[str, Any]) -> None:
-        row = (key, value, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str))
-        sql = f"INSERT OR REPLACE INTO {table} (key, {column}, created_at, meta) VALUES (?, ?, ?, ?)"  # our own table names
-        self._call(lambda: self._conn.execute(sql, row))
 
     def text_stats(self) -> CacheStats: ...
 
@@ -386,11 +381,6 @@ class NullCache:
 
     def put_text(self, key: str, text: str, meta: dict[str, Any]) -> None:
         _checked_text(text)  # the same contract as JudgeCache
-
-    def _insert(self, table: str, column: str, key: str, value: float | str, meta: dict[str, Any]) -> None:
-        row = (key, value, datetime.now(UTC).isoformat(timespec="seconds"), json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str))
-        sql = f"INSERT OR REPLACE INTO {table} (key, {column}, created_at, meta) VALUES (?, ?, ?, ?)"  # our own table names
-        self._call(lambda: self._conn.execute(sql, row))
 
     def text_stats(self) -> CacheStats:
         return CacheStats(entries=0, hits=0, misses=self._text_misses)

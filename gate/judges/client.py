@@ -20,8 +20,9 @@ import asyncio
 import json
 from typing import Any
 
+from gate.core.redact import redact
+from gate.core.report import Usage
 from gate.judges import JudgeBudgetExceeded, JudgeError, JudgeSettings
-from gate.redact import redact
 
 _CLASSES: dict[str, type] = {}
 
@@ -104,7 +105,7 @@ class JudgeClient:
         elif kind == "embeddings":
             self._tokens["embedding"] += _int(usage.get("prompt_tokens") or usage.get("total_tokens"))
 
-    def usage(self) -> dict[str, Any]:
+    def usage(self) -> Usage:
         """Calls (every HTTP attempt), tokens the judge reported, and the cost when prices are set."""
         prices = self.settings.prices or {}
         cost: float | None = None

@@ -25,13 +25,12 @@ import asyncio
 import hashlib
 import inspect
 import json
-import math
 import os
 import re
 import warnings
 from typing import Any
 
-from gate.judges import JudgeError, JudgeInput, JudgeSettings, telemetry_off
+from gate.judges import JudgeError, JudgeInput, JudgeSettings, checked_score, has_input, telemetry_off
 from gate.judges.client import JudgeClient
 
 _BUILTIN: dict[str, tuple[str, set[str]]] = {
@@ -111,7 +110,7 @@ class DeepEvalEngine:
 
     async def score(self, metric: str, item: JudgeInput) -> float:
         self._check_known(metric)
-        missing = [need for need in sorted(self.needs(metric)) if not _has(item, need)]
+        missing = [need for need in sorted(self.needs(metric)) if not has_input(item, need)]
         if missing:
             raise JudgeError(f"{metric} needs {' and '.join(missing)} for this case")
         if not item.answer.strip():
@@ -182,13 +181,7 @@ class DeepEvalEngine:
             raise self._client.judge_error(exc) from None
         if getattr(metric, "error", None):
             raise JudgeError(self._client.error_reason(RuntimeError(str(metric.error))))
-        return _checked(name, metric.score)
-
-
-def _has(item: JudgeInput, need: str) -> bool:
-    if need == "contexts":
-        return any(c.strip() for c in item.contexts)
-    return bool(item.reference and item.reference.strip())
+        return checked_score(metric.score, name, engine="deepeval")
 
 
 def _test_case(item: JudgeInput) -> Any:
@@ -202,17 +195,6 @@ def _test_case(item: JudgeInput) -> Any:
         retrieval_context=contexts,
         context=contexts,  # HallucinationMetric reads `context`
     )
-
-
-def _checked(metric: str, value: Any) -> float:
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise JudgeError(f"deepeval returned no score for {metric}")
-    value = float(value)
-    if -1e-9 <= value < 0.0 or 1.0 < value <= 1.0 + 1e-9:
-        return min(1.0, max(0.0, value))
-    if not 0.0 <= value <= 1.0:
-        raise JudgeError(f"judge gave a score outside the allowed range for {metric} ({value:g} after scaling to [0, 1])")
-    return value
 
 
 def _templates_text(key: str) -> str:

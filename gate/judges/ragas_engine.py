@@ -26,10 +26,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import math
 from typing import Any, cast
 
-from gate.judges import JudgeError, JudgeInput, JudgeSettings, telemetry_off
+from gate.judges import JudgeError, JudgeInput, JudgeSettings, checked_score, has_input, telemetry_off
 from gate.judges.client import JudgeClient
 
 _NEEDS: dict[str, set[str]] = {
@@ -101,7 +100,7 @@ class RagasEngine:
 
     async def score(self, metric: str, item: JudgeInput) -> float:
         self._check_known(metric)
-        missing = [need for need in sorted(_NEEDS[metric]) if not _has(item, need)]
+        missing = [need for need in sorted(_NEEDS[metric]) if not has_input(item, need)]
         if missing:
             raise JudgeError(f"{metric} needs {' and '.join(missing)} for this case")
         if not item.answer.strip():
@@ -123,12 +122,6 @@ class RagasEngine:
     def _check_known(self, metric: str) -> None:
         if metric not in _NEEDS:
             raise JudgeError(f"ragas does not compute {metric!r}; it computes {', '.join(sorted(_NEEDS))}")
-
-
-def _has(item: JudgeInput, need: str) -> bool:
-    if need == "contexts":
-        return any(c.strip() for c in item.contexts)
-    return bool(item.reference and item.reference.strip())
 
 
 def _arguments(metric: str, item: JudgeInput) -> dict[str, Any]:
@@ -161,16 +154,9 @@ def _no_statements(exc: BaseException) -> JudgeError | None:
 
 
 def _checked(metric: str, value: Any) -> float:
-    if value is None or not isinstance(value, (int, float)) or math.isnan(value):
-        raise JudgeError(_NAN_REASONS.get(metric, f"ragas returned no score for {metric}"))
-    value = float(value)
-    if metric in _NEEDS_EMBEDDINGS and -1.0 <= value < 0.0:
+    if metric in _NEEDS_EMBEDDINGS and isinstance(value, (int, float)) and -1.0 <= value < 0.0:
         return 0.0  # a negative cosine similarity: unrelated texts
-    if -1e-9 <= value < 0.0 or 1.0 < value <= 1.0 + 1e-9:
-        return min(1.0, max(0.0, value))
-    if not 0.0 <= value <= 1.0:
-        raise JudgeError(f"ragas returned {value:g} for {metric}, outside [0, 1]")
-    return value
+    return checked_score(value, metric, engine="ragas", no_score=_NAN_REASONS.get(metric, f"ragas returned no score for {metric}"))
 
 
 def _source(func: Any) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.core.report import Report, StageResult
+
 STATUS_ICON = {"pass": "✅", "fail": "❌", "error": "⚠️", "skipped": "⏭️"}
 VERDICT_TITLE = {"pass": "passed", "fail": "failed", "error": "could not complete"}
 STAGE_ORDER = ("retrieval", "generation", "robustness")
@@ -30,7 +32,7 @@ def fmt_delta(metric: str, delta: float | None) -> str:
     return f"{sign}{abs(delta):.1f} ms" if is_ms(metric) else f"{sign}{abs(delta):.4f}"
 
 
-def metric_rows(stage: dict[str, Any]) -> list[dict[str, Any]]:
+def metric_rows(stage: StageResult) -> list[dict[str, Any]]:
     """One row per metric of a stage (gated or not), gates first in spec order."""
     gates = {g["metric"]: g for g in stage.get("gates", [])}
     base = stage.get("baseline_metrics", {})
@@ -52,7 +54,7 @@ def metric_rows(stage: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def gate_counts(report: dict[str, Any]) -> dict[str, int]:
+def gate_counts(report: Report) -> dict[str, int]:
     counts = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
     for stage in report.get("stages", {}).values():
         for g in stage.get("gates", []):
@@ -60,6 +62,6 @@ def gate_counts(report: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def ordered_stages(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def ordered_stages(report: Report) -> list[tuple[str, StageResult]]:
     stages = report.get("stages", {})
     return [(n, stages[n]) for n in STAGE_ORDER if n in stages] + [(n, s) for n, s in stages.items() if n not in STAGE_ORDER]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from gate.core.report import Report
 from gate.render import VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "SKIP", "": ""}
@@ -18,7 +17,7 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[s
     return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
-def render_console(report: dict[str, Any]) -> str:
+def render_console(report: Report) -> str:
     out: list[str] = []
     for name, stage in ordered_stages(report):
         out.append(f"{name} [{_MARK[stage['status']]}]")

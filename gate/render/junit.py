@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Any
 
+from gate.core.report import Report
 from gate.render import fmt_value, ordered_stages
 
 
-def render_junit(report: dict[str, Any]) -> str:
+def render_junit(report: Report) -> str:
     suites = ET.Element("testsuites", name="rag-gate")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for name, stage in ordered_stages(report):

@@ -6,6 +6,8 @@ import html
 import re
 from typing import Any
 
+from gate.core.catalog import PER_CASE_STAGES
+from gate.core.report import JudgeInfo, LostRank, Report, StageResult
 from gate.render import STATUS_ICON, VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages
 from gate.render.trend import render_trend
 
@@ -40,7 +42,7 @@ def code(text: Any, limit: int = 60) -> str:
     return "`" + s.replace("|", "\\|") + "`"
 
 
-def _header(report: dict[str, Any]) -> list[str]:
+def _header(report: Report) -> list[str]:
     verdict = report["verdict"]
     counts = gate_counts(report)
     total = sum(counts.values())
@@ -85,7 +87,7 @@ def _header(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _stage_table(name: str, stage: dict[str, Any]) -> list[str]:
+def _stage_table(name: str, stage: StageResult) -> list[str]:
     icon = STATUS_ICON.get(stage["status"], "")
     lines = [f"### {icon} {name.capitalize()}: {stage['status']}", ""]
     if stage["status"] == "skipped":
@@ -113,7 +115,7 @@ def _stage_table(name: str, stage: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _lost_ranks(lost: list[dict[str, Any]], k: int | None) -> str:
+def _lost_ranks(lost: list[LostRank], k: int | None) -> str:
     return "; ".join(
         f"{code(x['id'])} {x['from']}→{x['to'] if x['to'] is not None else 'not retrieved'}"
         + (f" (left top {k})" if x.get("left_top_k") else "")
@@ -121,11 +123,11 @@ def _lost_ranks(lost: list[dict[str, Any]], k: int | None) -> str:
     )
 
 
-def _worse_cases(stage: dict[str, Any], max_cases: int, retrieval_k: int | None) -> list[str]:
+def _worse_cases(name: str, stage: StageResult, max_cases: int, retrieval_k: int | None) -> list[str]:
     rows = stage.get("worse_cases", [])
     if not rows or max_cases == 0:
         return []
-    judged = "cause" in rows[0]
+    judged = name in PER_CASE_STAGES  # judge stages label each case with where to look
     k = stage.get("reference_k", retrieval_k)
     shown = rows[:max_cases]
     against = "the baseline" if stage.get("baseline_metrics") or not judged else "recent runs"
@@ -142,15 +144,15 @@ def _worse_cases(stage: dict[str, Any], max_cases: int, retrieval_k: int | None)
             where = f"**{r['cause']}**" + (f": {lost}" if lost else "")
             lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {where} |")
         else:
-            lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {_lost_ranks(r['lost'], k) or '—'} |")
+            lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {_lost_ranks(r.get('lost', []), k) or '—'} |")
     return lines + ["", "</details>", ""]
 
 
-def _judge_notes(stage: dict[str, Any]) -> list[str]:
+def _judge_notes(stage: StageResult) -> list[str]:
     """Sample, judge, usage, self-check, metrics not evaluated and warnings of a judge stage."""
     lines: list[str] = []
     sample = stage.get("sample")
-    judge = stage.get("judge") or {}
+    judge: JudgeInfo | dict[str, Any] = stage.get("judge") or {}
     if sample and not judge.get("model"):  # only the metrics that need no model ran (no judge, or no key for it)
         lines += [f"Scored {sample['size']} of {sample['of']} answerable cases with the metrics that need no model; "
                   "no LLM judge ran.", ""]
@@ -181,7 +183,7 @@ def _judge_notes(stage: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _errored_cases(stage: dict[str, Any], max_cases: int) -> list[str]:
+def _errored_cases(stage: StageResult, max_cases: int) -> list[str]:
     errored = [s for s in stage.get("samples", []) if s.get("error")]
     if not errored or max_cases == 0:
         return []
@@ -193,7 +195,7 @@ def _errored_cases(stage: dict[str, Any], max_cases: int) -> list[str]:
     return lines + ["", "</details>", ""]
 
 
-def _robustness_details(stage: dict[str, Any], max_cases: int) -> list[str]:
+def _robustness_details(stage: StageResult, max_cases: int) -> list[str]:
     """What misled the model (clean right, noisy wrong) and which cases the rejection check caught."""
     lines: list[str] = []
     noise = stage.get("noise")
@@ -209,7 +211,8 @@ def _robustness_details(stage: dict[str, Any], max_cases: int) -> list[str]:
             words = set(noisy.split())
             followed = max(s.get("distractors", []), key=lambda d: len(words & set((d.get("text") or "").casefold().split())),
                            default=None)
-            label = (code(followed["id"], 40) + " " if followed and followed.get("id") else "") + cell((followed or {}).get("text") or "—", 100)
+            text = followed["text"] if followed else None
+            label = (code(followed["id"], 40) + " " if followed and followed["id"] else "") + cell(text or "—", 100)
             lines.append(f"| {code(s['id'], 40)} | {cell(s.get('clean_answer') or '—', 90)} | {cell(s.get('noisy_answer') or '—', 90)} "
                          f"| {label} |")
         lines += ["", "</details>", ""]
@@ -232,7 +235,7 @@ def _robustness_details(stage: dict[str, Any], max_cases: int) -> list[str]:
     return lines
 
 
-def _breakdown(stage: dict[str, Any]) -> list[str]:
+def _breakdown(stage: StageResult) -> list[str]:
     """Collapsible table of the stage's metrics per category and per tag."""
     groups = stage.get("breakdown", {})
     if not groups:
@@ -259,7 +262,7 @@ def _age_days(then: str | None, now: str | None) -> int | None:
 COMMENT_LIMIT = 65_536  # GitHub refuses a longer issue comment body
 
 
-def render_comment(report: dict[str, Any], limit: int = COMMENT_LIMIT, max_cases: int | None = None) -> str:
+def render_comment(report: Report, limit: int = COMMENT_LIMIT, max_cases: int | None = None) -> str:
     """The PR comment, under ``limit`` characters (GitHub's 65,536 for a comment): per-case details shrink first, and
     the comment says so. ``max_cases``: per-case rows a section (default the spec's report.max_cases)."""
     configured = int(report.get("run", {}).get("max_cases", 20)) if max_cases is None else max_cases
@@ -280,17 +283,18 @@ SUMMARY_CASES = 200  # per-case rows a section in the job summary, which may be 
 SUMMARY_CHARS = 256 * 1024  # GitHub's job summary limit is 1 MiB: 4 bytes a character at most in UTF-8
 
 
-def render_summary(report: dict[str, Any]) -> str:
+def render_summary(report: Report) -> str:
     """The job summary: the comment's report with more per-case rows (at least the comment's), under 1 MiB."""
     return render_comment(report, SUMMARY_CHARS, max(SUMMARY_CASES, int(report.get("run", {}).get("max_cases", 20))))
 
 
-def _render(report: dict[str, Any], max_cases: int) -> str:
+def _render(report: Report, max_cases: int) -> str:
     run = report.get("run", {})
     lines = [marker(run.get("comment_id", "default")), *_header(report)]
     for name, stage in ordered_stages(report):
         lines += _stage_table(name, stage)
-        lines += _worse_cases(stage, max_cases, report.get("stages", {}).get("retrieval", {}).get("reference_k"))
+        retrieval = report["stages"].get("retrieval")
+        lines += _worse_cases(name, stage, max_cases, retrieval.get("reference_k") if retrieval else None)
         lines += _breakdown(stage)
         if name == "robustness" and stage["status"] != "skipped":
             lines += _robustness_details(stage, max_cases)

@@ -3,24 +3,25 @@ block (GitHub renders it) with a plain table as the fallback. Pure."""
 
 from __future__ import annotations
 
-from typing import Any
+from gate.core.report import HistoryRun, Report
 
 MAX_METRICS = 3  # one chart each; more would drown the comment
 
 
-def _label(run: dict[str, Any], i: int) -> str:
+def _label(run: HistoryRun, i: int) -> str:
     commit = (run.get("commit") or "")[:7]
     return commit if commit and commit.isalnum() else f"run {i + 1}"
 
 
-def render_trend(report: dict[str, Any]) -> list[str]:
+def render_trend(report: Report) -> list[str]:
     """Charts for the judge stages' metrics that have history, the current run as the last point."""
     runs = report.get("history", {}).get("runs", [])
     if not runs:
         return []
     series: dict[str, list[float | None]] = {}
     for stage_name in ("generation", "robustness"):
-        current = report.get("stages", {}).get(stage_name, {}).get("metrics", {})
+        stage = report["stages"].get(stage_name)
+        current = stage["metrics"] if stage else {}
         for metric, now in current.items():
             past = [r.get("metrics", {}).get(stage_name, {}).get(metric) for r in runs]
             if any(isinstance(v, (int, float)) for v in past) and not metric.endswith("_ms"):

@@ -1,22 +1,20 @@
 """Targets: the RAG system under test, behind one small interface.
 
 A target answers one golden case at a time with a ``TargetOutput`` (ranked retrieved list,
-answer, contexts, latency, error). ``make_target`` picks the implementation the spec names:
+answer, contexts, latency, error). gate.targets.factory.make_target picks the implementation
+the spec names:
 
-    results   a precomputed JSONL file          gate.targets.results.ResultsFileTarget
-    http      a service speaking DESIGN.md's protocol  gate.targets.http.HttpTarget
-    python    "package.module:function"         gate.targets.python.PythonTarget
+    results   a precomputed JSONL file                       gate.targets.results.ResultsFileTarget
+    http      a service speaking the HTTP protocol (README)  gate.targets.http.HttpTarget
+    python    "package.module:function"                      gate.targets.python.PythonTarget
+    (tests)   answers from a table, in memory                gate.targets.fake.FakeTarget
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from gate.model import GoldenCase, RetrievedDoc, TargetOutput
-
-if TYPE_CHECKING:
-    from gate.spec import Spec
+from gate.core.model import Answer, GoldenCase, RetrievedDoc, TargetOutput
 
 
 class Target(Protocol):
@@ -34,13 +32,6 @@ class ContextAnswerer(Protocol):
 
     def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
         """The answer to the case's question from ``contexts`` only. Failures in ``error``, not raised."""
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    text: str | None
-    error: str | None = None
-    latency_ms: float | None = None
 
 
 def answer_field(obj: Any, field: str) -> str:
@@ -110,19 +101,3 @@ def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS
         case_id=case_id, retrieved=retrieved, answer=answer, contexts=contexts, latency_ms=latency_ms,
         usage=usage if isinstance(usage, dict) else None,
     )
-
-
-def make_target(spec: Spec, cases: list[GoldenCase]) -> Target:
-    """The target the spec names (exactly one of results, http, python)."""
-    cfg = spec.target
-    if "results" in cfg:
-        from gate.targets.results import ResultsFileTarget
-
-        return ResultsFileTarget(spec.resolve(cfg["results"]), cases)
-    if "http" in cfg:
-        from gate.targets.http import HttpTarget
-
-        return HttpTarget(cfg["http"], secrets=spec.secrets)
-    from gate.targets.python import PythonTarget
-
-    return PythonTarget.from_spec(spec)

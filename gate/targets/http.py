@@ -1,4 +1,4 @@
-"""Target: a RAG service over HTTP (DESIGN.md's default protocol, fields remappable).
+"""Target: a RAG service over HTTP (the default protocol in the README, fields remappable).
 
 Each case is one POST. Connection errors, timeouts, 429 and 5xx are retried with
 exponential backoff (a Retry-After header is honoured, up to ``max_retry_after_s``).
@@ -9,7 +9,6 @@ A case whose call still fails, or whose body is not the expected JSON, comes bac
 from __future__ import annotations
 
 import copy
-import email.utils
 import json
 import threading
 import time
@@ -17,9 +16,10 @@ from typing import Any
 
 import requests
 
-from gate.model import GoldenCase, TargetOutput
-from gate.redact import redact
-from gate.targets import DEFAULT_FIELDS, Answer, answer_field, parse_output
+from gate.core.model import Answer, GoldenCase, TargetOutput
+from gate.core.redact import redact
+from gate.io.http import retry_after_s
+from gate.targets import DEFAULT_FIELDS, answer_field, parse_output
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -29,21 +29,6 @@ def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
     for part in parents:
         obj = obj.setdefault(part, {})
     obj[last] = value
-
-
-def retry_after_s(value: str | None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date)."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class HttpTarget:

@@ -9,12 +9,12 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gate.errors import InputError
-from gate.model import GoldenCase, TargetOutput
-from gate.targets import Answer, answer_field, parse_output
+from gate.core.errors import InputError
+from gate.core.model import Answer, GoldenCase, TargetOutput
+from gate.targets import answer_field, parse_output
 
 if TYPE_CHECKING:
-    from gate.spec import Spec
+    from gate.config.spec import Spec
 
 
 def import_callable(ref: str, paths: list[str], error: Callable[[str], InputError]) -> Callable[..., Any]:

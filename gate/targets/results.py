@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gate.errors import InputError, InputErrors
-from gate.golden import iter_jsonl
-from gate.model import GoldenCase, TargetOutput
+from gate.core.errors import InputError, InputErrors
+from gate.core.model import GoldenCase, TargetOutput
+from gate.io.golden import iter_jsonl
 from gate.targets import parse_output
 
 

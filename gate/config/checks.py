@@ -1,0 +1,106 @@
+"""What the spec's schema cannot say: metric names, gates on metrics that are computed, the judge's model
+pinned, an embeddings model where a metric needs one. Each check returns every error it finds."""
+
+from __future__ import annotations
+
+from gate.config.spec import Spec
+from gate.core.catalog import HEALTH_METRICS, parse_metric, plan_metrics, robustness_metric_names
+from gate.core.errors import InputError
+
+
+def _check_generation(spec: Spec) -> list[InputError]:
+    stage = spec.data["stages"].get("generation")
+    if not stage:
+        return []
+    try:
+        names = {p.name for p in plan_metrics(stage)}
+    except ValueError as exc:
+        return [spec.error(str(exc), "stages", "generation", "metrics")]
+    return [
+        spec.error(f"gate on {metric!r}, which is not computed; computed here: {', '.join(sorted(names))}",
+                   "stages", "generation", "gates", metric)
+        for metric in stage.get("gates", {})
+        if metric not in names
+    ]
+
+
+def _check_robustness(spec: Spec) -> list[InputError]:
+    stage = spec.data["stages"].get("robustness")
+    if not stage:
+        return []
+    errors = []
+    noise = stage.get("noise") or {}
+    if noise.get("source") == "file" and not noise.get("file"):
+        errors.append(spec.error("source: file needs file: (a JSONL of {id, distractors})", "stages", "robustness", "noise", "source"))
+    names = robustness_metric_names(stage)
+    for metric in stage.get("gates", {}):
+        if metric not in names:
+            errors.append(spec.error(f"gate on {metric!r}, which is not computed; computed here: {', '.join(sorted(names))}",
+                                     "stages", "robustness", "gates", metric))
+    return errors
+
+
+def _check_embeddings(spec: Spec) -> list[InputError]:
+    """ragas answer_relevancy and answer_correctness need an embeddings model on the judge's endpoint."""
+    judge = spec.data.get("judge")
+    if not judge or judge.get("embeddings_model"):
+        return []
+    errors = []
+    gen = spec.data["stages"].get("generation") or {}
+    if gen:
+        try:
+            plans = plan_metrics(gen)
+        except ValueError:
+            plans = []
+        for p in plans:
+            if p.engine == "ragas" and p.metric in ("answer_relevancy", "answer_correctness"):
+                errors.append(spec.error(f"ragas {p.metric} needs judge.embeddings_model (e.g. text-embedding-3-small), "
+                                         f"or compute it with deepeval/{p.metric}" if p.metric == "answer_relevancy" else
+                                         f"ragas {p.metric} needs judge.embeddings_model (e.g. text-embedding-3-small)",
+                                         "stages", "generation", "metrics"))
+    corr = ((spec.data["stages"].get("robustness") or {}).get("noise") or {}).get("correctness") or {}
+    if corr.get("method") == "judge" and corr.get("engine", "ragas") == "ragas":
+        errors.append(spec.error("ragas answer_correctness needs judge.embeddings_model (e.g. text-embedding-3-small), "
+                                 "or set engine: deepeval", "stages", "robustness", "noise", "correctness"))
+    return errors
+
+
+def _check_judge(spec: Spec) -> list[InputError]:
+    judge = spec.data.get("judge")
+    if not judge or judge.get("allow_floating_model") or "${" in judge["model"]:
+        return []
+    from gate.judges.models import is_floating_model
+
+    if not is_floating_model(judge["model"]):
+        return []
+    return [spec.error(
+        f"judge model {judge['model']!r} is a floating alias: when the provider updates it, the scores move without any "
+        "change of yours",
+        "judge", "model",
+        hint=f"pin a dated version (e.g. {judge['model'].removesuffix('-latest')}-2024-11-20, as your provider lists it), "
+             "or set judge.allow_floating_model: true",
+    )]
+
+
+def check_semantics(spec: Spec) -> list[InputError]:
+    errors: list[InputError] = _check_generation(spec) + _check_robustness(spec) + _check_judge(spec) + _check_embeddings(spec)
+    stage = spec.retrieval
+    if stage:
+        names = set()
+        for i, name in enumerate(stage["metrics"]):
+            try:
+                names.add(parse_metric(name).name)
+            except ValueError as exc:
+                errors.append(spec.error(str(exc), "stages", "retrieval", "metrics", i))
+        for metric, gate in stage.get("gates", {}).items():
+            if metric not in names and metric not in HEALTH_METRICS:
+                errors.append(
+                    spec.error(
+                        f"gate on {metric!r}, which is not computed; add it to stages.retrieval.metrics "
+                        f"(or gate a health metric: {', '.join(HEALTH_METRICS)})",
+                        "stages", "retrieval", "gates", metric,
+                    )
+                )
+            if "min" in gate and "max" in gate and gate["min"] > gate["max"]:
+                errors.append(spec.error("min is larger than max", "stages", "retrieval", "gates", metric))
+    return errors

@@ -1,0 +1,95 @@
+"""Golden cases from parsed rows: validation of one row, ids, the set's fingerprint and its groups. Pure
+(reading the JSONL file is gate.io.golden's job)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from gate.core.model import CASE_TYPES, GoldenCase
+
+FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "type", "tags", "category", "metadata")
+
+
+def derive_id(question: str) -> str:
+    """Stable id for a case without one: a hash of its question."""
+    return "q-" + hashlib.sha1(question.strip().encode("utf-8")).hexdigest()[:12]
+
+
+def _relevant(value: Any) -> dict[str, int]:
+    if isinstance(value, list):
+        if not all(isinstance(x, str) and x for x in value):
+            raise ValueError("relevant_doc_ids must be a list of non-empty strings or an object {id: grade}")
+        return dict.fromkeys(value, 1)
+    if isinstance(value, dict):
+        for k, g in value.items():
+            if not k or isinstance(g, bool) or not isinstance(g, int) or g < 1:
+                raise ValueError(f"relevant_doc_ids[{k!r}] must be an integer grade >= 1, got {g!r}")
+        return dict(value)
+    raise ValueError(f"relevant_doc_ids must be a list or an object {{id: grade}}, got {type(value).__name__}")
+
+
+def parse_case(row: Any) -> GoldenCase | str:
+    """A GoldenCase, or the sentence saying what is wrong with the row."""
+    if not isinstance(row, dict):
+        return f"each line must be a JSON object, got {type(row).__name__}"
+    unknown = [k for k in row if k not in FIELDS]
+    if unknown:
+        return f"unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)}; put your own under 'metadata')"
+    question = row.get("question")
+    if not isinstance(question, str) or not question.strip():
+        return "'question' is required and must be a non-empty string"
+    case_id = row.get("id", None)
+    if case_id is None:
+        case_id = derive_id(question)
+    elif not isinstance(case_id, str) or not case_id.strip():
+        return f"'id' must be a non-empty string, got {case_id!r}"
+    ctype = row.get("type", "answerable")
+    if ctype not in CASE_TYPES:
+        return f"'type' must be one of {', '.join(CASE_TYPES)}, got {ctype!r}"
+    gt = row.get("ground_truth")
+    if gt is not None and not isinstance(gt, str):
+        return f"'ground_truth' must be a string, got {type(gt).__name__}"
+    try:
+        relevant = _relevant(row["relevant_doc_ids"]) if row.get("relevant_doc_ids") is not None else {}
+    except ValueError as exc:
+        return str(exc)
+    if ctype == "answerable" and not relevant:
+        return "an answerable case needs a non-empty 'relevant_doc_ids' (or set type: out_of_scope)"
+    tags = row.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        return "'tags' must be a list of strings"
+    category = row.get("category")
+    if category is not None and not isinstance(category, str):
+        return "'category' must be a string"
+    metadata = row.get("metadata", {})
+    if not isinstance(metadata, dict):
+        return "'metadata' must be an object"
+    return GoldenCase(
+        id=case_id, question=question, line=0, ground_truth=gt, relevant=relevant, type=ctype,
+        tags=tuple(tags), category=category, metadata=metadata,
+    )
+
+
+def fingerprint(cases: Iterable[GoldenCase]) -> str:
+    """Content hash of the golden set: what each case asks and what counts as relevant."""
+    h = hashlib.sha256()
+    for c in sorted(cases, key=lambda c: c.id):
+        h.update(json.dumps([c.id, c.question, c.ground_truth, sorted(c.relevant.items()), c.type], ensure_ascii=False).encode())
+        h.update(b"\n")
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def groups(cases: Iterable[GoldenCase]) -> dict[str, dict[str, list[str]]]:
+    """Case ids by type, category and tag: the breakdown every stage can report on."""
+    out: dict[str, dict[str, list[str]]] = {"type": defaultdict(list), "category": defaultdict(list), "tag": defaultdict(list)}
+    for c in cases:
+        out["type"][c.type].append(c.id)
+        if c.category:
+            out["category"][c.category].append(c.id)
+        for t in c.tags:
+            out["tag"][t].append(c.id)
+    return {k: dict(v) for k, v in out.items()}

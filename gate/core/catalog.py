@@ -1,0 +1,149 @@
+"""The metric catalog: every metric name rag-gate knows, the stage that computes it, and which way is better.
+
+    retrieval   hit_rate@k, mrr[@k], recall@k, precision@k, ndcg[@k], map[@k], context_recall@k
+    health      error_rate, mean/p50/p95/p99_latency_ms (of the target calls)
+    generation  ragas and deepeval LLM metrics, GEval criteria, and exact_match / token_f1 / rouge_l
+    robustness  noise_robustness, clean/noisy_accuracy, rejection_rate, false_rejection_rate,
+                adversarial_pass_rate
+
+Every metric name in a report matches ``METRIC_NAME_PATTERN`` (the report schema uses the same one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# name -> (needs k, may take k)
+RETRIEVAL_BASES: dict[str, tuple[bool, bool]] = {
+    "hit_rate": (True, True),
+    "mrr": (False, True),
+    "recall": (True, True),
+    "precision": (True, True),
+    "ndcg": (False, True),
+    "map": (False, True),
+    "context_recall": (True, True),
+}
+HEALTH_METRICS: dict[str, str] = {
+    "error_rate": "share of target calls that failed",
+    "mean_latency_ms": "mean latency of the target calls that succeeded",
+    "p50_latency_ms": "median latency of the target calls that succeeded",
+    "p95_latency_ms": "95th percentile latency of the target calls that succeeded",
+    "p99_latency_ms": "99th percentile latency of the target calls that succeeded",
+}
+RAGAS_METRICS = frozenset({"faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness",
+                           "noise_sensitivity_relevant", "noise_sensitivity_irrelevant"})
+DEEPEVAL_METRICS = frozenset(
+    {"faithfulness", "answer_relevancy", "context_precision", "context_recall", "context_relevancy", "hallucination"}
+)
+OFFLINE_METRICS = frozenset({"exact_match", "token_f1", "rouge_l"})
+NOISE_METRICS = ("noise_robustness", "clean_accuracy", "noisy_accuracy")
+REJECTION_METRICS = ("rejection_rate", "false_rejection_rate", "adversarial_pass_rate")
+
+# Stages whose metrics come from a judge: noisy, so their per-case scores are kept and compared case by case.
+PER_CASE_STAGES = ("generation", "robustness")
+FAITHFULNESS_LIKE = ("faithfulness", "deepeval/faithfulness", "ragas/faithfulness", "hallucination", "deepeval/hallucination")
+
+# deepeval 4's hallucination is higher-is-better; ragas's noise sensitivity (share of misled claims) is not
+LOWER_IS_BETTER = frozenset({"false_rejection_rate", "noise_sensitivity_relevant", "noise_sensitivity_irrelevant", *HEALTH_METRICS})
+
+# Every metric name a report may carry: an optional engine prefix, a lower-case name, an optional cut-off.
+METRIC_NAME_PATTERN = r"^((ragas|deepeval)/)?[a-z][a-z0-9_]*(@[1-9][0-9]*)?$"
+_RETRIEVAL_NAME = re.compile(r"^([a-z_]+)(?:@([1-9][0-9]*))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricName:
+    """A parsed retrieval or health metric name such as ``ndcg@10``."""
+
+    name: str
+    base: str
+    k: int | None
+    higher_is_better: bool = True
+
+
+def retrieval_metric_names() -> list[str]:
+    """The retrieval metrics as a reader writes them: ``hit_rate@k``, ``mrr[@k]``..."""
+    return [f"{b}@k" if needs_k else f"{b}[@k]" for b, (needs_k, _) in RETRIEVAL_BASES.items()]
+
+
+def parse_metric(name: str) -> MetricName:
+    """Parse a retrieval or health metric name; ValueError with a sentence if unknown."""
+    if name in HEALTH_METRICS:
+        return MetricName(name, name, None, higher_is_better=False)
+    m = _RETRIEVAL_NAME.fullmatch(name)  # fullmatch: "$" alone would accept a trailing newline ("mrr\n")
+    if not m or m.group(1) not in RETRIEVAL_BASES:
+        known = ", ".join(retrieval_metric_names())
+        raise ValueError(f"unknown metric {name!r}; retrieval metrics are {known}; health metrics are {', '.join(HEALTH_METRICS)}")
+    base, k = m.group(1), m.group(2)
+    if RETRIEVAL_BASES[base][0] and k is None:
+        raise ValueError(f"metric {name!r} needs a cut-off, e.g. {base}@5")
+    return MetricName(name, base, int(k) if k else None)
+
+
+def higher_is_better(name: str) -> bool:
+    """Direction of a metric by name; judge metrics are higher-better unless listed in LOWER_IS_BETTER."""
+    return name not in LOWER_IS_BETTER
+
+
+@dataclass(frozen=True)
+class MetricPlan:
+    """Which engine computes a generation metric, and the name it has in the report."""
+
+    name: str  # the name in the report
+    engine: str  # ragas | deepeval | offline
+    metric: str  # the engine's metric name
+
+
+def plan_metrics(cfg: Mapping[str, Any]) -> list[MetricPlan]:
+    """Which engine computes which metric of a generation stage's settings, and the report names.
+    ValueError with a sentence if a metric is unknown.
+
+    A metric keeps its plain name unless two engines compute it, then the second is
+    engine-prefixed (``faithfulness`` and ``deepeval/faithfulness``).
+    """
+    default = cfg.get("engine", "ragas")
+    criteria = dict(cfg.get("criteria", {}))
+    raw: list[tuple[str, str, str]] = []  # (as written, engine, metric)
+    for written in cfg["metrics"]:
+        engine, _, metric = written.rpartition("/")
+        if metric in OFFLINE_METRICS:
+            if engine:
+                raise ValueError(f"{written!r}: {metric} needs no LLM engine; write it without a prefix")
+            raw.append((written, "offline", metric))
+            continue
+        if metric in criteria:
+            if engine not in ("", "deepeval"):
+                raise ValueError(f"{written!r}: custom criteria are judged by deepeval (GEval)")
+            raw.append((written, "deepeval", metric))
+            continue
+        engine = engine or default
+        known = RAGAS_METRICS if engine == "ragas" else DEEPEVAL_METRICS
+        if metric not in known:
+            both = sorted(RAGAS_METRICS | DEEPEVAL_METRICS | OFFLINE_METRICS)
+            raise ValueError(
+                f"{written!r} is not a {engine} metric; known: {', '.join(both)} (ragas: {', '.join(sorted(RAGAS_METRICS))}; "
+                f"deepeval: {', '.join(sorted(DEEPEVAL_METRICS))}), or a name from criteria"
+            )
+        raw.append((written, engine, metric))
+    for name in criteria:
+        if name not in [m for _, _, m in raw]:
+            raw.append((name, "deepeval", name))
+    counts: dict[str, int] = {}
+    for _, _, metric in raw:
+        counts[metric] = counts.get(metric, 0) + 1
+    plans, seen = [], set()
+    for written, engine, metric in raw:
+        name = metric if counts[metric] == 1 or engine == default else f"{engine}/{metric}"
+        if name in seen:
+            raise ValueError(f"metric {written!r} is listed twice")
+        seen.add(name)
+        plans.append(MetricPlan(name, engine, metric))
+    return plans
+
+
+def robustness_metric_names(stage_cfg: Mapping[str, Any]) -> set[str]:
+    """The metrics a robustness stage computes: rejection always, noise when configured."""
+    return set(REJECTION_METRICS) | (set(NOISE_METRICS) if stage_cfg.get("noise") else set())

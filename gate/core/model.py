@@ -1,0 +1,60 @@
+"""The data model every stage shares: golden cases and what the target answered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+CASE_TYPES = ("answerable", "out_of_scope", "adversarial")
+
+
+@dataclass(frozen=True, slots=True)
+class GoldenCase:
+    """One line of the golden set."""
+
+    id: str
+    question: str
+    line: int
+    ground_truth: str | None = None
+    relevant: dict[str, int] = field(default_factory=dict)  # id -> grade (>= 1)
+    type: str = "answerable"
+    tags: tuple[str, ...] = ()
+    category: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def answerable(self) -> bool:
+        return self.type == "answerable"
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievedDoc:
+    id: str
+    text: str | None = None
+    score: float | None = None
+
+
+@dataclass(slots=True)
+class TargetOutput:
+    """What the target returned for one case; ``error`` set means the call failed."""
+
+    case_id: str
+    retrieved: list[RetrievedDoc] = field(default_factory=list)
+    answer: str | None = None
+    contexts: list[str] = field(default_factory=list)
+    latency_ms: float | None = None
+    error: str | None = None
+    usage: dict[str, Any] | None = None
+
+    @classmethod
+    def failed(cls, case_id: str, error: str, latency_ms: float | None = None) -> TargetOutput:
+        return cls(case_id=case_id, error=error, latency_ms=latency_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A target's answer from given contexts (the robustness stage's noise test); ``error`` set means it failed."""
+
+    text: str | None
+    error: str | None = None
+    latency_ms: float | None = None

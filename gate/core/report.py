@@ -1,0 +1,354 @@
+"""The documents rag-gate writes and reads back: report.json, the baseline file and a history entry.
+
+They mirror ``report.schema.json`` (top level of the repository): mypy checks every producer and
+reader against these types, and the schema checks every file read back from disk at the door.
+One per-case shape, ``CaseResult``, is shared by all three: a report's stage lists every case it
+looked at; a baseline and a history entry keep the cases that have scores.
+"""
+
+from typing import Literal, NotRequired, Required, TypedDict
+
+# The format of report.json, the baseline file and history entries (one version for all three).
+#   1  the first format. Baselines and history entries written before the typed report kept per-case
+#      scores as objects keyed by case id; readers still accept that form and turn it into the list form.
+SCHEMA_VERSION = 1
+
+Verdict = Literal["pass", "fail", "error"]
+Status = Literal["pass", "fail", "error", "skipped"]
+STAGE_NAMES = ("retrieval", "generation", "robustness")  # in the order they run and are shown
+EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "error": 3}
+
+
+# ---------------------------------------------------------------------------------------------- per case
+
+
+class Distractor(TypedDict):
+    id: str | None
+    text: str | None
+
+
+class CaseResult(TypedDict, total=False):
+    """One case of one stage: the shape shared by report.json, the baseline and history entries."""
+
+    id: Required[str]
+    metrics: Required[dict[str, float]]
+    error: str | None  # why the case (or one of its metrics) could not be scored; None: it was
+    errors: dict[str, str]  # judge stages: metric -> why that metric could not be computed
+    relevant_ranks: dict[str, int | None]  # retrieval: relevant id -> its rank (None: not retrieved)
+    # robustness, noise test
+    clean_answer: str | None
+    noisy_answer: str | None
+    position: str
+    distractors: list[Distractor]
+    clean_correct: bool
+    noisy_correct: bool
+    flipped: bool
+
+
+# ---------------------------------------------------------------------------------------------- gates
+
+
+class CheckRecord(TypedDict):
+    kind: str  # min | max | max_drop | trend | value
+    limit: float | str
+    status: Status
+    detail: str
+
+
+class GateRecord(TypedDict):
+    stage: str
+    metric: str
+    status: Status
+    value: float | None
+    baseline: float | None
+    delta: float | None
+    higher_is_better: bool
+    checks: list[CheckRecord]
+    rule: str
+    reason: str
+    method: str
+
+
+LostRank = TypedDict("LostRank", {"id": str, "from": int, "to": int | None, "left_top_k": bool})
+
+
+class WorseCase(TypedDict, total=False):
+    """A case whose per-case figures fell against the reference run."""
+
+    id: Required[str]
+    question: Required[str]
+    drops: Required[dict[str, list[float]]]  # metric -> [reference, this run]
+    lost: list[LostRank]  # retrieval: relevant ids that lost rank
+    cause: str  # judge stages: retrieval miss | unfaithful generation | both | answer quality
+    retrieval: list[LostRank]  # judge stages: the retrieval stage's lost ranks of the same case
+
+
+# ---------------------------------------------------------------------------------------------- stage parts
+
+
+class GroupMetrics(TypedDict):
+    n: int
+    metrics: dict[str, float]
+
+
+class SampleInfo(TypedDict):
+    size: int
+    of: int
+    ids: list[str]
+
+
+class JudgeInfo(TypedDict):
+    model: str | None
+    temperature: float | None
+    engines: dict[str, str]
+
+
+class Usage(TypedDict, total=False):
+    """Judge calls and tokens (what the judge client counted), and the cache's hits and misses."""
+
+    calls: int
+    chat_calls: int
+    embedding_calls: int
+    retried: int
+    prompt_tokens: int
+    completion_tokens: int
+    embedding_tokens: int
+    cost: float | None
+    max_in_flight: int
+    budget_exceeded: bool
+    cache_hits: int
+    cache_misses: int
+
+
+class NoiseInfo(Usage, total=False):
+    """How the noise test ran, with its judge usage."""
+
+    method: str
+    threshold: float
+    source: str
+    distractors: int
+    position: str
+
+
+class ScoreCounts(TypedDict):
+    attempted: int
+    errored: int
+    error_rate: float
+
+
+class MetricDiff(TypedDict):
+    cases: int
+    max_diff: float
+    mean_diff: float
+
+
+class SelfCheck(TypedDict):
+    limit: float
+    on_unstable: str
+    metrics: dict[str, MetricDiff]
+    unstable: list[str]
+    errored: int
+    cases: int
+
+
+class RejectionCase(TypedDict, total=False):
+    id: Required[str]
+    type: Required[str]
+    error: Required[str | None]
+    refused: bool
+    method: str
+    phrase: str | None
+    answer: str | None
+    leaked: list[str]
+    passed: bool
+
+
+class RejectionInfo(TypedDict):
+    cases: list[RejectionCase]
+    phrases_default: bool
+    judge: bool
+
+
+# ---------------------------------------------------------------------------------------------- stages
+
+
+class StageMeasurement(TypedDict, total=False):
+    """What a stage measured, before its gates are applied: every stage returns this shape.
+
+    ``skipped`` set means the stage could not measure anything (no judge, nothing configured);
+    it becomes the stage's ``reason``.
+    """
+
+    metrics: Required[dict[str, float]]
+    samples: Required[list[CaseResult]]
+    not_evaluated: Required[dict[str, str]]
+    warnings: Required[list[str]]
+    skipped: str | None
+    # retrieval
+    n: int
+    errored: int
+    excluded: dict[str, int]
+    breakdown: dict[str, dict[str, GroupMetrics]]
+    reference_k: int
+    # judge stages
+    sample: SampleInfo
+    judge: JudgeInfo
+    usage: Usage
+    scores: ScoreCounts
+    budget_exceeded: bool
+    self_check: SelfCheck
+    # robustness
+    noise: NoiseInfo
+    rejection: RejectionInfo
+    target_calls: int
+    scored: int
+
+
+class StageResult(TypedDict, total=False):
+    """A stage in report.json: what it measured, its gates and its status."""
+
+    status: Required[Status]
+    reason: str  # why the stage was skipped
+    metrics: Required[dict[str, float]]
+    gates: Required[list[GateRecord]]
+    samples: Required[list[CaseResult]]
+    not_evaluated: Required[dict[str, str]]
+    warnings: Required[list[str]]
+    baseline_metrics: dict[str, float]
+    worse_cases: list[WorseCase]
+    n: int
+    errored: int
+    excluded: dict[str, int]
+    breakdown: dict[str, dict[str, GroupMetrics]]
+    reference_k: int
+    sample: SampleInfo
+    judge: JudgeInfo
+    usage: Usage
+    scores: ScoreCounts
+    budget_exceeded: bool
+    self_check: SelfCheck
+    noise: NoiseInfo
+    rejection: RejectionInfo
+    target_calls: int
+    scored: int
+
+
+# ---------------------------------------------------------------------------------------------- report.json
+
+
+class ToolInfo(TypedDict):
+    name: str
+    version: str
+
+
+class RunInfo(TypedDict):
+    created_at: str
+    config: str
+    commit: str | None
+    duration_s: float | None
+    comment_id: str
+    max_cases: int
+    pr: NotRequired[int | None]  # the action, on a pull request
+    head_sha: NotRequired[str | None]
+
+
+class GoldenSetInfo(TypedDict):
+    path: str
+    n: int
+    by_type: dict[str, int]
+    by_category: dict[str, int]
+    by_tag: dict[str, int]
+
+
+class TargetInfo(TypedDict):
+    kind: str
+    k: int
+    calls: int
+    errors: int
+    error_rate: float
+    max_error_rate: float
+    notes: list[str]
+
+
+class BaselineInfo(TypedDict):
+    path: str
+    found: bool
+    created_at: str | None
+    commit: str | None
+    fingerprints: dict[str, str] | None
+    mismatch: list[str]
+    on_mismatch: str
+    source: str | None  # which baseline: the committed file, or a history entry (base commit, ancestor)
+
+
+class CaseOutput(TypedDict):
+    """What the target answered for one golden case."""
+
+    id: str
+    type: str
+    retrieved: list[str]
+    answer: str | None
+    latency_ms: float | None
+    error: str | None
+
+
+class HistoryRun(TypedDict):
+    commit: str | None
+    created_at: str | None
+    metrics: dict[str, dict[str, float]]  # stage -> metric -> value
+
+
+class HistorySummary(TypedDict):
+    entries: int
+    runs: list[HistoryRun]
+
+
+class Report(TypedDict):
+    schema_version: int
+    verdict: Verdict
+    exit_code: int
+    errors: list[str]
+    warnings: list[str]
+    tool: ToolInfo
+    run: RunInfo
+    fingerprints: dict[str, str]
+    golden_set: GoldenSetInfo
+    target: TargetInfo
+    baseline: BaselineInfo
+    stages: dict[str, StageResult]
+    cases: list[CaseOutput]
+    history: HistorySummary
+
+
+# ---------------------------------------------------------------------------------------------- kept runs
+
+
+class StoredStage(TypedDict, total=False):
+    metrics: Required[dict[str, float]]
+    samples: list[CaseResult]
+
+
+class Baseline(TypedDict):
+    """The baseline file: the figures a pull request is compared with."""
+
+    schema_version: int
+    created_at: str
+    tool_version: str
+    commit: str | None
+    fingerprints: dict[str, str]
+    stages: dict[str, StoredStage]
+
+
+class HistoryEntry(TypedDict):
+    """One default-branch run in the history (for trend gates and the PR's base-commit baseline)."""
+
+    schema_version: int
+    created_at: str
+    commit: str | None
+    branch: str | None
+    verdict: str | None
+    fingerprints: dict[str, str]
+    stages: dict[str, StoredStage]
+
+
+Reference = Baseline | HistoryEntry  # a run a pull request can be compared with

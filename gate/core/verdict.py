@@ -1,0 +1,124 @@
+"""From measurements to a verdict. Pure.
+
+``gate_stage`` applies a stage's gates to what it measured, the same way for every stage, and
+reads the comparison (worse cases, their causes); ``run_errors`` applies the error-rate policy;
+``decide_verdict`` turns stage statuses and run errors into pass, fail or error.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from gate.core.catalog import PER_CASE_STAGES, higher_is_better
+from gate.core.compare import attribute, baseline_reference, mean_cases, recall_trap, trend_reference, worse_cases
+from gate.core.gates import GateDecision, decide, skipped, stage_status
+from gate.core.report import HistoryEntry, Reference, StageMeasurement, StageResult, Status, StoredStage, Verdict
+
+DEFAULT_WINDOW = 7
+
+
+@dataclass(frozen=True)
+class StageReferences:
+    """What one stage of this run is compared with."""
+
+    baseline: StoredStage | None = None  # the baseline's stage
+    history: Sequence[HistoryEntry] = ()  # entries of runs measured the same way, oldest first
+    mismatch_policy: str | None = None  # baseline.on_mismatch when the baseline was measured differently, else None
+    retrieval: StageResult | None = None  # this run's gated retrieval stage: attributes a judge stage's worse cases
+
+
+def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapping[str, Any]],
+                 refs: StageReferences) -> list[GateDecision]:
+    """One decision per gate. A metric this run could not evaluate (no judge, no key) is skipped with the reason,
+    never passed or failed."""
+    decisions = []
+    stage_skipped = measured.get("skipped")
+    for metric, gate in gates.items():
+        hib = higher_is_better(metric)
+        why = measured["not_evaluated"].get(metric, "")
+        if stage_skipped is not None or (metric not in measured["metrics"] and why.startswith("not evaluated")):
+            decisions.append(skipped(name, metric, gate, why or stage_skipped or "stage skipped", hib))
+            continue
+        samples = measured["samples"]
+        trend = None
+        if "trend" in gate:
+            trend = trend_reference(name, samples, refs.history, metric, int(gate["trend"].get("window", DEFAULT_WINDOW)))
+        base = baseline_reference(name, samples, refs.baseline, metric)
+        decisions.append(decide(name, metric, gate, measured["metrics"].get(metric), base, hib, refs.mismatch_policy, trend))
+    return decisions
+
+
+def gate_stage(name: str, measured: StageMeasurement, gates: Mapping[str, Mapping[str, Any]], refs: StageReferences,
+               questions: Mapping[str, str]) -> StageResult:
+    """The stage as report.json holds it: what it measured, its gates, its status, and the cases that got worse."""
+    decisions = decide_gates(name, measured, gates, refs)
+    result = cast(StageResult, {"status": stage_status(decisions), "gates": [d.to_dict() for d in decisions],
+                                **{k: v for k, v in measured.items() if k not in ("skipped", "status", "gates")}})
+    result["warnings"] = list(measured["warnings"])
+    if measured.get("skipped") is not None:
+        result["status"] = "skipped"
+        result["reason"] = str(measured["skipped"])
+        return result
+    check = measured.get("self_check")
+    if check and check["unstable"]:
+        worst = ", ".join(f"{m} by up to {check['metrics'][m]['max_diff']:.3f}" for m in check["unstable"])
+        result["warnings"].append(f"judge unstable: re-judging {check['cases']} cases moved {worst} (limit {check['limit']:g})")
+        if check["on_unstable"] == "fail" and result["status"] == "pass":
+            result["status"] = "fail"
+    # the per-case reference: the baseline's cases, else (judge stages) the history window's per-case means
+    reference = refs.baseline.get("samples", []) if refs.baseline else None
+    if reference is None and refs.history and name in PER_CASE_STAGES:
+        window = max([int(g["trend"].get("window", DEFAULT_WINDOW)) for g in gates.values() if "trend" in g] or [DEFAULT_WINDOW])
+        reference = mean_cases(name, [e for e in refs.history if name in e["stages"]][-window:])
+    result["baseline_metrics"] = {m: v for m, v in (refs.baseline or {"metrics": {}})["metrics"].items() if m in measured["metrics"]}
+    worse = worse_cases(measured["samples"], reference or [], questions, measured.get("reference_k"))
+    result["worse_cases"] = attribute(worse, refs.retrieval) if name in PER_CASE_STAGES else worse
+    return result
+
+
+def trap_warning(stages: Mapping[str, StageResult], baseline: Reference | None, history: Sequence[HistoryEntry]) -> str | None:
+    """The faithfulness-recall trap against the baseline, else against the last history entry."""
+    if "generation" not in stages or stages["generation"]["status"] == "skipped":
+        return None
+    ref_stages = baseline["stages"] if baseline else history[-1]["stages"] if history else None
+    if not ref_stages:
+        return None
+    return recall_trap(stages, {n: s["metrics"] for n, s in ref_stages.items()})
+
+
+def run_errors(stages: Mapping[str, StageResult], calls: int, failed: Iterable[str], max_error_rate: float) -> list[str]:
+    """Why the run could not be completed, if it could not: the target's or a judge stage's error rate above
+    ``max_error_rate``, a gated metric that could not be computed, the judge budget reached. ``failed`` holds the
+    error of every target call that failed."""
+    errors: list[str] = []
+    reasons = Counter(failed)
+    failures = sum(reasons.values())
+    rate = failures / calls if calls else 0.0
+    if rate > max_error_rate + 1e-12:
+        top, count = reasons.most_common(1)[0]
+        errors.append(
+            f"{failures} of {calls} target calls failed (error rate {rate:.1%}, above max_error_rate {max_error_rate:.1%}); "
+            f"most common: {top} ({count} case{'s' if count != 1 else ''})"
+        )
+    for name, stage in stages.items():
+        if stage["status"] == "error":
+            errors.append(f"stage {name}: a gated metric could not be computed")
+        scores = stage.get("scores")
+        if scores and scores["error_rate"] > max_error_rate + 1e-12:
+            errors.append(
+                f"stage {name}: {scores['errored']} of {scores['attempted']} judge scores could not be computed "
+                f"(error rate {scores['error_rate']:.1%}, above max_error_rate {max_error_rate:.1%})"
+            )
+        if stage.get("budget_exceeded"):
+            errors.append(f"stage {name}: judge.max_judge_calls was reached; the remaining scores were not computed")
+    return errors
+
+
+def decide_verdict(statuses: Iterable[Status], errors: Sequence[str]) -> Verdict:
+    """error when the run could not be completed; else fail when a stage failed; else pass."""
+    if errors:
+        return "error"
+    return "fail" if "fail" in set(statuses) else "pass"

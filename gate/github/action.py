@@ -1,0 +1,249 @@
+"""The GitHub Action: GitHub's INPUT_* / GITHUB_* environment -> the same application function as the CLI -> the PR.
+
+Modes:
+    gate    (pull requests) run, write the reports, job summary, annotations and outputs, and
+            post or edit the one PR comment; trend gates read the repository history and the
+            baseline is the history entry of the PR's base commit when there is one.
+    record  (default branch) run, then append the run to the repository history.
+    report  (workflow_run, the fork-safe follow-up) read a report artifact, check it, and post
+            the comment with a token that can write.
+The exit code is the verdict's, so the check can be required.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gate.core.errors import EXIT_ERROR, EXIT_INPUT, InputError, RagGateError
+from gate.core.report import Report
+from gate.github.commands import action_input, append_file, emit, fail, group, mask_secrets, set_outputs
+
+MODES = ("gate", "record", "report")
+COMMENT_POLICIES = ("always", "on-failure", "never")
+SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit for one step's job summary
+MAX_ANNOTATIONS = 10
+REPORT_ARTIFACT_LIMIT = 20 * 1024 * 1024
+COMMENT_ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # the spec schema's pattern for report.comment_id
+NEUTRAL_BODY = "## ✅ rag-gate passed\n\nEvery gate passes now; the earlier failure report was replaced.\n"
+
+
+def headline(report: Report) -> str:
+    return json.dumps({name: stage["metrics"] for name, stage in report["stages"].items()}, separators=(",", ":"))
+
+
+def gate_annotations(report: Report) -> list[tuple[str, str]]:
+    """(title, message) of one ::error:: per failed or errored gate (at most 10), and one per run error."""
+    out = [("rag-gate: run could not complete", e) for e in report["errors"]]
+    for name, stage in report["stages"].items():
+        for g in stage["gates"]:
+            if g["status"] in ("fail", "error"):
+                out.append((f"rag-gate: {g['metric']} gate failed", f"{name} {g['metric']}: {g['reason']}"))
+    if len(out) > MAX_ANNOTATIONS:
+        out = out[: MAX_ANNOTATIONS - 1] + [("", f"{len(out) - MAX_ANNOTATIONS + 1} more failures in the job summary")]
+    return out
+
+
+def event(env: Mapping[str, str]) -> dict[str, Any]:
+    path = env.get("GITHUB_EVENT_PATH")
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def default_mode(env: Mapping[str, str], ev: Mapping[str, Any]) -> str:
+    name = env.get("GITHUB_EVENT_NAME", "")
+    if name in ("pull_request", "pull_request_target"):
+        return "gate"
+    if name == "workflow_run":
+        return "report"
+    default_branch = (ev.get("repository") or {}).get("default_branch")
+    if name == "push" and default_branch and env.get("GITHUB_REF_NAME") == default_branch:
+        return "record"
+    return "gate"
+
+
+def summary_text(report: Report) -> str:
+    """The job summary: the comment's report with more per-case rows, under GitHub's 1 MiB for a step."""
+    from gate.render.markdown import render_summary
+
+    body = render_summary(report)
+    if len(body.encode("utf-8")) <= SUMMARY_LIMIT:
+        return body
+    return body.encode("utf-8")[: SUMMARY_LIMIT - 200].decode("utf-8", "ignore") + "\n\n_Cut to fit the job summary limit._\n"
+
+
+def post_comment(client: Any, pr: int, report: Report, policy: str) -> str:
+    """Create, edit, neutralise or skip the PR comment; returns what happened, in words."""
+    from gate.render.markdown import marker, render_comment
+
+    mark = marker(report["run"].get("comment_id") or "default")
+    if policy == "never":
+        return "comment: never"
+    if policy == "on-failure" and report["verdict"] == "pass":
+        if client.find_comment(pr, mark) is None:
+            return "passed: no comment needed"
+        _, what = client.upsert_comment(pr, f"{mark}\n{NEUTRAL_BODY}", mark)
+        return "passed: the earlier failure comment was neutralised" if what == "updated" else f"passed: the passed comment is {what}"
+    _, what = client.upsert_comment(pr, render_comment(report), mark)
+    return f"comment {what}"
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    environment = dict(os.environ if env is None else env)
+    try:
+        return _main(environment)
+    except RagGateError as exc:
+        return fail(environment, "rag-gate", exc.message, hint=exc.hint, code=exc.exit_code)
+    except ValueError as exc:
+        return fail(environment, "rag-gate: invalid input", str(exc), code=EXIT_INPUT)
+
+
+def _main(env: dict[str, str]) -> int:
+    from gate.app import Outputs, run_and_write
+    from gate.pipeline import RunOptions
+
+    token = action_input(env, "github-token")
+    if env.get("GITHUB_WORKSPACE"):
+        os.chdir(env["GITHUB_WORKSPACE"])
+    config = action_input(env, "config", "rag-eval.yml")
+    mask_secrets(env, token, config)  # first: nothing printed before it can show the token
+    ev = event(env)
+    policy = action_input(env, "comment", "always")
+    mode = action_input(env, "mode") or default_mode(env, ev)
+    report_path = action_input(env, "report-path", "rag-gate-report.json")
+    if policy not in COMMENT_POLICIES:
+        raise InputError(f"must be one of {', '.join(COMMENT_POLICIES)}, got {policy!r}", key="input comment")
+    if mode not in MODES:
+        raise InputError(f"must be one of {', '.join(MODES)}, got {mode!r}", key="input mode")
+    client = _client(env, token)
+    if mode == "report":
+        return _report_mode(env, ev, client, policy, report_path)
+
+    pull = ev.get("pull_request") or {}
+    pr = pull.get("number")
+    base_sha = (pull.get("base") or {}).get("sha")
+    head_sha = (pull.get("head") or {}).get("sha") or (None if pull else env.get("GITHUB_SHA"))
+    options = RunOptions(commit=env.get("GITHUB_SHA"), pull_request=(pr, head_sha))
+    store = None
+    if client is not None:
+        from gate.github.history import ReadTolerant, RepoHistoryStore, baseline_chooser
+
+        store = RepoHistoryStore(client, path=action_input(env, "history-path", "rag-gate/history.jsonl"),
+                                 branch=action_input(env, "history-branch", "rag-gate-history"))
+        options = replace(options, history_store=ReadTolerant(store) if mode == "gate" else store,
+                          choose_baseline=baseline_chooser(client, base_sha))
+    outputs = Outputs(report_path, str(Path(report_path).with_suffix(".md")), str(Path(report_path).with_suffix(".xml")))
+    with group("rag-gate: run"):
+        report = run_and_write(config, outputs, options, show_progress=False)
+    code = report["exit_code"]
+    append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
+    for title, message in gate_annotations(report):
+        if title:
+            emit("error", message, title=title)
+        else:
+            emit("error", message)
+    set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": headline(report)})
+    if mode == "record" and store is not None:
+        with group("rag-gate: history"):
+            recorded = _record(env, store, report)
+        if not recorded:
+            return max(code, EXIT_ERROR)
+    elif mode == "record":
+        return max(code, fail(env, "rag-gate: history not recorded",
+                              "mode record needs a github-token (and GITHUB_REPOSITORY) to write the history branch", code=EXIT_ERROR))
+    elif mode == "gate" and pr and client is not None:
+        with group("rag-gate: PR comment"):
+            _comment(client, int(pr), report, policy)
+    elif mode == "gate" and pr:
+        emit("notice", "no github-token: the PR comment was skipped")
+    return code
+
+
+def _client(env: Mapping[str, str], token: str) -> Any:
+    if not token or not env.get("GITHUB_REPOSITORY"):
+        return None
+    from gate.github.client import GitHubClient
+
+    return GitHubClient(env.get("GITHUB_API_URL", "https://api.github.com"), token, env["GITHUB_REPOSITORY"])
+
+
+def _record(env: Mapping[str, str], store: Any, report: Report) -> bool:
+    """Append the run to the history; False (after an ::error::) if it could not be written."""
+    from gate.core.records import entry_from_report
+    from gate.github.client import GitHubError, PermissionDenied
+
+    if report["verdict"] == "error":
+        emit("warning", "the run did not complete: it is not recorded in the history")
+        return True
+    try:
+        store.append(entry_from_report(report, branch=env.get("GITHUB_REF_NAME"), commit=env.get("GITHUB_SHA")))
+    except PermissionDenied:
+        fail(env, "rag-gate: history not recorded", f"the token cannot write the history branch {store.branch}: give the job "
+             "`permissions: contents: write`", code=EXIT_ERROR)
+        return False
+    except GitHubError as exc:
+        fail(env, "rag-gate: history not recorded", exc.message, hint=exc.hint, code=EXIT_ERROR)
+        return False
+    print(f"rag-gate: recorded in the history ({store.branch}:{store.path})", flush=True)
+    return True
+
+
+def _comment(client: Any, pr: int, report: Report, policy: str) -> None:
+    from gate.github.client import GitHubError, PermissionDenied
+
+    try:
+        print(f"rag-gate: {post_comment(client, pr, report, policy)}", flush=True)
+    except PermissionDenied:
+        emit("notice", "the token cannot comment (a fork's pull request has a read-only token): the comment was skipped. "
+                       "Use the workflow_run pattern in the README to comment on fork PRs.")
+    except GitHubError as exc:
+        emit("warning", f"the PR comment failed: {exc}")
+
+
+def _report_mode(env: Mapping[str, str], ev: Mapping[str, Any], client: Any, policy: str, report_path: str) -> int:
+    """Fork-safe follow-up: check the artifact's report and post the comment for the PR it belongs to."""
+    from gate.io.reports import check_document, load_json
+
+    path = Path(report_path)
+    if not path.is_file():
+        raise InputError("report artifact not found (download it with actions/download-artifact first)", file=report_path)
+    if path.stat().st_size > REPORT_ARTIFACT_LIMIT:
+        raise InputError(f"report is larger than {REPORT_ARTIFACT_LIMIT // (1024 * 1024)} MiB: refusing it", file=report_path)
+    report: Report = check_document(load_json(path, "report artifact"), "report", file=report_path)
+    run = report["run"]
+    head = (ev.get("workflow_run") or {}).get("head_sha")
+    pr = run.get("pr")
+    if not isinstance(head, str) or not head:
+        raise InputError("the event has no workflow_run.head_sha: mode report runs in a workflow_run job", key="GITHUB_EVENT_PATH")
+    if not isinstance(pr, int) or isinstance(pr, bool) or pr <= 0:
+        raise InputError("the report names no pull request (it was not made by a pull_request run)", file=report_path, key="run.pr")
+    if run.get("head_sha") != head:
+        raise InputError(f"the report's head commit {str(run.get('head_sha'))[:12]!r} is not the head commit {head[:12]} of the "
+                         "workflow run that produced it: refusing to comment", file=report_path, key="run.head_sha")
+    if not COMMENT_ID.fullmatch(str(run.get("comment_id") or "default")):
+        raise InputError("run.comment_id must match [A-Za-z0-9_.-]+", file=report_path, key="run.comment_id")
+    if client is None:
+        raise InputError("mode report needs a github-token that can write pull-request comments", key="input github-token")
+    current = client.pull_head_sha(pr)
+    if current != head:
+        now = "does not exist" if current is None else f"is now {current[:12]}"
+        raise InputError(f"pull request #{pr}'s head {now}, not {head[:12]}: refusing to comment on it", file=report_path, key="run.pr")
+    append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
+    _comment(client, pr, report, policy)
+    set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": headline(report)})
+    return 0  # the pull_request job's check carries the verdict; this job only comments
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,318 @@
+"""GitHub's REST API for one repository: PR comments, repository files, branches, pull requests.
+
+The API base URL comes from the caller (``GITHUB_API_URL``, so GitHub Enterprise Server works).
+Requests are retried with backoff on 5xx answers and connection errors, and after the wait
+GitHub asks for on a rate limit (429, or 403 with ``Retry-After`` / ``x-ratelimit-remaining: 0``
+/ "secondary rate limit"). The token is sent as ``Authorization: Bearer`` and never appears in
+a message or a log line. Errors::
+
+    GitHubError             (a RunError, exit 3) ``status``: the HTTP status, None when GitHub did not answer
+    ├── PermissionDenied    403 that is not a rate limit: the token may not do this (a fork's read-only token)
+    ├── NotFound            404
+    └── Conflict            409, or 422 "sha wasn't supplied": the file changed since it was read
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import requests
+
+from gate.core.errors import InputError, RunError
+from gate.core.redact import redact
+from gate.io.http import retry_after_s
+
+DEFAULT_API_URL = "https://api.github.com"
+API_VERSION = "2022-11-28"
+WRITE_HINT = ("give the job `permissions: pull-requests: write` (for the comment) and `contents: write` (for the history); "
+              "a pull request from a fork only gets a read-only token: use the fork-safe workflow_run pattern in the README")
+log = logging.getLogger(__name__)
+
+
+class GitHubError(RunError):
+    slug = "github-error"
+
+    def __init__(self, status: int | None, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
+class PermissionDenied(GitHubError):
+    slug = "github-permission-denied"
+
+
+class NotFound(GitHubError):
+    slug = "github-not-found"
+
+
+class Conflict(GitHubError):
+    slug = "github-conflict"
+
+
+class _BearerAuth(requests.auth.AuthBase):
+    """Set on the session, so a ~/.netrc never replaces it; its repr shows no token."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        r.headers["Authorization"] = f"Bearer {self._token}"
+        return r
+
+    def __repr__(self) -> str:
+        return "<Bearer ***>"
+
+
+class GitHubClient:
+    """GitHub's REST API for one repository. ``sleep`` is injectable so tests never really wait."""
+
+    def __init__(self, api_url: str | None, token: str, repository: str, *, timeout: float = 30.0, max_retries: int = 4,
+                 max_wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repository or ""):
+            raise InputError(f"{repository!r} is not an owner/name repository", key="GITHUB_REPOSITORY")
+        self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
+        self.repository = repository
+        self.timeout, self.max_retries, self.max_wait, self.sleep = timeout, max_retries, max_wait, sleep
+        self._secrets = [token] if token else []
+        self._repo_path = f"/repos/{repository}"
+        self.session = requests.Session()
+        self.session.headers.update({"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
+                                     "User-Agent": "rag-gate"})
+        if token:
+            self.session.auth = _BearerAuth(token)
+
+    def __repr__(self) -> str:
+        return f"GitHubClient({self.api_url!r}, repository={self.repository!r})"
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> GitHubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- comments ---------------------------------------------------------------------------
+    def find_comment(self, issue_number: int, marker: str) -> dict[str, Any] | None:
+        """The newest comment on the issue or PR whose body contains ``marker``, looking through every page."""
+        found: dict[str, Any] | None = None
+        for comment in self._pages(f"{self._repo_path}/issues/{issue_number}/comments"):
+            if marker in (comment.get("body") or "") and (found is None or comment["id"] > found["id"]):
+                found = comment
+        return found
+
+    def upsert_comment(self, issue_number: int, body: str, marker: str) -> tuple[int, str]:
+        """Create the comment, or edit the one carrying ``marker`` in place: (id, "created" | "updated" | "unchanged").
+
+        Creating is not retried blindly (a 502 may hide a comment GitHub did create): the comments are searched
+        again first, so a PR never gets two."""
+        if marker not in body:
+            raise ValueError("the comment body must contain the marker, or the next run cannot find the comment")
+        existing, posted = self.find_comment(issue_number, marker), False
+        for attempt in range(1, self.max_retries + 2):
+            if existing is not None:
+                if (existing.get("body") or "").replace("\r\n", "\n") == body.replace("\r\n", "\n"):
+                    return int(existing["id"]), "created" if posted else "unchanged"
+                try:
+                    resp = self._request("PATCH", f"{self._repo_path}/issues/comments/{existing['id']}", body={"body": body})
+                    return int(self._json(resp)["id"]), "created" if posted else "updated"
+                except NotFound:  # deleted meanwhile
+                    existing = None
+                    continue
+            try:
+                resp = self._request("POST", f"{self._repo_path}/issues/{issue_number}/comments", body={"body": body}, retry=False)
+                return int(self._json(resp)["id"]), "created"
+            except GitHubError as exc:
+                if not (exc.status is None or exc.status >= 500) or attempt > self.max_retries:
+                    raise
+                self._pause(attempt, f"POST comment: {exc.message}")
+                existing, posted = self.find_comment(issue_number, marker), True
+        raise GitHubError(None, f"could not create the comment on #{issue_number}")  # pragma: no cover
+
+    def delete_comment(self, comment_id: int) -> bool:
+        """Delete a comment; False if it was already gone."""
+        try:
+            self._request("DELETE", f"{self._repo_path}/issues/comments/{comment_id}")
+        except NotFound:
+            return False
+        return True
+
+    # -- repository contents ----------------------------------------------------------------
+    def read_file(self, path: str, branch: str) -> tuple[str, str] | None:
+        """(text, blob sha) of ``path`` on ``branch``; None if the file or the branch does not exist."""
+        url = f"{self._repo_path}/contents/{quote(path.strip('/'))}"
+        try:
+            resp = self._request("GET", url, params={"ref": branch})
+        except NotFound:
+            return None
+        data = self._json(resp)
+        if not isinstance(data, dict) or data.get("type") != "file":
+            raise GitHubError(resp.status_code, f"{path} on branch {branch} of {self.repository} is not a file")
+        if data.get("encoding") == "base64" and (data.get("content") or not data.get("size")):
+            raw = base64.b64decode(data.get("content") or "")
+        else:  # over 1 MB GitHub leaves "content" empty (encoding "none"): ask for the raw bytes
+            raw = self._request("GET", url, params={"ref": branch}, accept="application/vnd.github.raw+json").content
+        try:
+            return raw.decode("utf-8"), str(data["sha"])
+        except UnicodeDecodeError:
+            raise GitHubError(None, f"{path} on branch {branch} of {self.repository} is not UTF-8 text") from None
+
+    def write_file(self, path: str, branch: str, text: str, sha: str | None, message: str) -> str:
+        """Create ``path`` (sha None) or replace the version ``sha``; the new blob sha. Conflict if the file changed."""
+        payload = {"message": message, "content": base64.b64encode(text.encode("utf-8")).decode("ascii"), "branch": branch}
+        if sha:
+            payload["sha"] = sha
+        resp = self._request("PUT", f"{self._repo_path}/contents/{quote(path.strip('/'))}", body=payload)
+        return str(self._json(resp)["content"]["sha"])
+
+    def ensure_branch(self, branch: str) -> bool:
+        """Create ``branch`` from the default branch's head if it does not exist; True if this call created it."""
+        try:
+            self._request("GET", f"{self._repo_path}/git/ref/heads/{quote(branch)}")
+            return False
+        except NotFound:
+            pass
+        default = self._json(self._request("GET", self._repo_path))["default_branch"]
+        head = self._json(self._request("GET", f"{self._repo_path}/git/ref/heads/{quote(default)}"))["object"]["sha"]
+        try:
+            self._request("POST", f"{self._repo_path}/git/refs", body={"ref": f"refs/heads/{branch}", "sha": head})
+        except GitHubError as exc:
+            if exc.status == 422 and "already exists" in exc.message:  # another run created it meanwhile
+                return False
+            raise
+        return True
+
+    def recent_commits(self, ref: str, limit: int = 100) -> list[str]:
+        """Shas of ``ref`` and its ancestors, newest first (at most ``limit``): the ``ancestors`` of baseline_entry."""
+        shas: list[str] = []
+        for commit in self._pages(f"{self._repo_path}/commits", {"sha": ref, "per_page": min(limit, 100)}):
+            shas.append(str(commit["sha"]))
+            if len(shas) >= limit:
+                break
+        return shas
+
+    def pull_head_sha(self, number: int) -> str | None:
+        """The head commit of pull request ``number``; None if there is no such pull request."""
+        try:
+            data = self._json(self._request("GET", f"{self._repo_path}/pulls/{int(number)}"))
+        except NotFound:
+            return None
+        sha = ((data.get("head") or {}) if isinstance(data, dict) else {}).get("sha")
+        if not isinstance(sha, str) or not sha:
+            raise GitHubError(None, f"GET {self._repo_path}/pulls/{int(number)}: the answer has no head.sha")
+        return sha
+
+    # -- HTTP -------------------------------------------------------------------------------
+    def _pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+        """Every item of a paginated list, following the Link header's rel="next"."""
+        url: str | None = path
+        params = params or {"per_page": 100}
+        origin = urlsplit(self.api_url)[:2]
+        while url:
+            resp = self._request("GET", url, params=params)
+            items = self._json(resp)
+            if not isinstance(items, list):
+                raise GitHubError(resp.status_code, f"GET {urlsplit(resp.url).path}: expected a list, got {type(items).__name__}")
+            yield from items
+            url, params = resp.links.get("next", {}).get("url"), None
+            if url and urlsplit(url)[:2] != origin:
+                raise GitHubError(None, f"GitHub's next-page link leaves {self.api_url}: not followed (the token would go with it)")
+
+    def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None,
+                 accept: str | None = None, retry: bool = True) -> requests.Response:
+        """One API call, retried on 5xx / no answer (if ``retry``) and after a rate limit's wait (always)."""
+        url = path if path.startswith(("http://", "https://")) else self.api_url + path
+        what = f"{method} {urlsplit(url).path}"
+        headers = {"Accept": accept} if accept else None
+        for attempt in range(1, self.max_retries + 2):
+            try:
+                resp = self.session.request(method, url, params=params, json=body, headers=headers, timeout=self.timeout)
+            except requests.RequestException as exc:
+                reason = f"{what}: no answer from GitHub ({type(exc).__name__}: {exc})"
+                if not retry or attempt > self.max_retries:
+                    raise GitHubError(None, self._redact(reason)) from None
+                self._pause(attempt, reason)
+                continue
+            if resp.status_code < 400:
+                return resp
+            wait = self._rate_limit_wait(resp)
+            if wait is not None:
+                if wait > self.max_wait or attempt > self.max_retries:
+                    raise self._error(resp, what, rate_limited=True)
+                self._pause(attempt, f"{what}: rate limited ({resp.status_code})", wait)
+            elif retry and resp.status_code >= 500 and attempt <= self.max_retries:
+                self._pause(attempt, f"{what} answered {resp.status_code}")
+            else:
+                raise self._error(resp, what)
+        raise GitHubError(None, f"{what}: gave up")  # pragma: no cover
+
+    def _pause(self, attempt: int, reason: str, wait: float | None = None) -> None:
+        if wait is None:
+            wait = min(2.0 ** (attempt - 1), 16.0) * random.uniform(0.5, 1.0)
+        log.warning("%s; retrying in %.1f s (attempt %d of %d)", self._redact(reason), wait, attempt + 1, self.max_retries + 1)
+        self.sleep(wait)
+
+    @staticmethod
+    def _rate_limit_wait(resp: requests.Response) -> float | None:
+        """Seconds GitHub asks to wait, if the answer is a rate limit; None otherwise."""
+        retry_after, remaining = resp.headers.get("Retry-After"), resp.headers.get("x-ratelimit-remaining")
+        if resp.status_code not in (403, 429):
+            return None
+        if retry_after:
+            wait = retry_after_s(retry_after)
+            return 60.0 if wait is None else wait
+        if remaining == "0":
+            try:
+                return max(float(resp.headers.get("x-ratelimit-reset", "")) - time.time(), 0.0) + 1.0
+            except ValueError:
+                return 60.0
+        if resp.status_code == 429 or "rate limit" in _message(resp).lower():
+            return 60.0  # GitHub: without a Retry-After, wait at least a minute
+        return None
+
+    def _error(self, resp: requests.Response, what: str, rate_limited: bool = False) -> GitHubError:
+        code, msg = resp.status_code, _message(resp)
+        said = self._redact(f"{what} answered {code} {msg}".rstrip())
+        if rate_limited:
+            return GitHubError(code, f"GitHub's rate limit was hit: {said}", hint="re-run the job later")
+        if code == 401:
+            return GitHubError(code, f"the GitHub token was refused: {said}", hint="check the github-token input")
+        if code == 403:
+            verb = "read" if what.startswith("GET ") else "write to"
+            return PermissionDenied(code, f"the GitHub token cannot {verb} {self.repository}: {said}", hint=WRITE_HINT)
+        if code == 404:
+            return NotFound(code, said)
+        if code == 409 or (code == 422 and '"sha"' in msg):
+            return Conflict(code, f"the file changed since it was read: {said}")
+        return GitHubError(code, said)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._secrets)
+
+    def _json(self, resp: requests.Response) -> Any:
+        try:
+            return resp.json()
+        except ValueError:
+            raise GitHubError(resp.status_code, f"{resp.request.method} {urlsplit(resp.url).path}: the answer is not JSON") from None
+
+
+def _message(resp: requests.Response) -> str:
+    """GitHub's error message (with the details of a 422), else the start of the body."""
+    try:
+        data = resp.json()
+    except ValueError:
+        text = re.sub(r"<[^>]+>", " ", resp.text)
+        return " ".join(text.split())[:200] or resp.reason or ""
+    if not isinstance(data, dict):
+        return ""
+    details = [e.get("message") or e.get("code", "") for e in data.get("errors", []) if isinstance(e, dict)]
+    msg = " ".join(str(data.get("message", "")).split())
+    return f"{msg} ({'; '.join(map(str, details))})" if details else msg

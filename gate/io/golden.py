@@ -1,0 +1,70 @@
+"""The golden set file: JSONL, one case a line, validated row by row with line numbers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from gate.core.cases import parse_case
+from gate.core.errors import InputError, InputErrors
+from gate.core.model import GoldenCase
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for every non-blank line; InputError on bad JSON."""
+    try:
+        handle = path.open(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError("file not found", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    with handle:
+        try:
+            for lineno, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield lineno, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=str(path), line=lineno) from None
+        except UnicodeDecodeError:
+            raise InputError("not UTF-8 text", file=str(path)) from None
+
+
+def load_golden_set(path: Path) -> list[GoldenCase]:
+    """Load and validate every row; all errors are reported together, each with its line."""
+    cases: list[GoldenCase] = []
+    errors: list[InputError] = []
+    seen: dict[str, int] = {}
+    for lineno, row in iter_jsonl(path):
+        parsed = parse_case(row)
+        if isinstance(parsed, str):
+            errors.append(InputError(parsed, file=str(path), line=lineno))
+            continue
+        if parsed.id in seen:
+            errors.append(InputError(f"duplicate id {parsed.id!r} (first at line {seen[parsed.id]})", file=str(path), line=lineno))
+            continue
+        seen[parsed.id] = lineno
+        object.__setattr__(parsed, "line", lineno)
+        cases.append(parsed)
+    if errors:
+        raise errors[0] if len(errors) == 1 else InputErrors(errors)
+    if not cases:
+        hint = 'add one JSON object a line: {"question": ..., "relevant_doc_ids": [...]}'
+        raise InputError("the golden set is empty", file=str(path), hint=hint)
+    return cases
+
+
+def load_distractor_file(path: Path) -> dict[str, list[str]]:
+    """A JSONL file of {"id": case id, "distractors": [passage, ...]}; InputError naming the line otherwise."""
+    out: dict[str, list[str]] = {}
+    for lineno, row in iter_jsonl(path):
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            raise InputError("each line needs an 'id' (the golden case's id)", file=str(path), line=lineno)
+        d = row.get("distractors")
+        if not isinstance(d, list) or not d or not all(isinstance(x, str) and x.strip() for x in d):
+            raise InputError("'distractors' must be a non-empty list of passages (strings)", file=str(path), line=lineno)
+        out[row["id"]] = d
+    return out

@@ -1,0 +1,59 @@
+"""The history of default-branch runs, for trend gates: one JSON entry a line (gate.core.report.HistoryEntry).
+
+``HistoryStore`` is what a run needs from a history; ``LocalHistoryStore`` keeps it in a local file
+for CLI use; gate.github.history.RepoHistoryStore keeps it on a branch of the repository.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from pathlib import Path
+from typing import Protocol
+
+from gate.core.errors import InputError
+from gate.core.report import HistoryEntry
+from gate.io.files import write_text
+from gate.io.reports import document_json, parse_history
+
+
+class HistoryStore(Protocol):
+    warnings: list[str]  # lines that could not be read, each with its place and what is wrong
+
+    def read(self) -> list[HistoryEntry]: ...
+
+    def append(self, entry: HistoryEntry) -> None: ...
+
+
+class LocalHistoryStore:
+    """History in a local JSONL file; appends are serialised with an exclusive file lock."""
+
+    def __init__(self, path: Path, max_entries: int = 200) -> None:
+        self.path = path
+        self.max_entries = max_entries
+        self.warnings: list[str] = []
+
+    def read(self) -> list[HistoryEntry]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise InputError(f"cannot read the history: {exc.strerror}", file=str(self.path)) from None
+        return parse_history(text, str(self.path), self.warnings)
+
+    def append(self, entry: HistoryEntry) -> None:
+        """Add an entry; keep the newest ``max_entries`` lines. Lines this version cannot read (a newer
+        rag-gate's entries, damaged lines) are kept as they are, not dropped."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with open(lock_path, "a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                try:
+                    lines = [ln for ln in self.path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+                except FileNotFoundError:
+                    lines = []
+                lines.append(document_json(entry, "history_entry", compact=True))
+                write_text(self.path, "".join(ln + "\n" for ln in lines[-self.max_entries :]), what="history")
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)

@@ -1,0 +1,170 @@
+"""rag-gate's own documents on disk: report.json, the baseline file and history entries.
+
+Writing: ``report_json`` is the one serialisation of a report. Reading: every document read back
+from disk goes through ``check_document``, which validates it against ``report.schema.json`` (the
+schema the TypedDicts in gate.core.report mirror) and refuses it with exit 2 naming the file, the
+line when there is one, and the key path of the first problem. Documents written before per-case
+scores had one shape (objects keyed by case id) are turned into the list form first.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import jsonschema
+
+from gate.core.errors import InputError, key_path
+from gate.core.report import SCHEMA_VERSION, Baseline, HistoryEntry, Report
+
+Document = Literal["report", "baseline", "history_entry"]
+SELF_CHECK = "RAG_GATE_SELF_CHECK"
+COMPACT_ABOVE = 1000  # cases: above this report.json is written compact (json's indenting encoder is pure Python)
+
+
+@functools.cache
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema of report.json, the baseline and history entries, shipped inside the package."""
+    return cast(dict[str, Any], json.loads(resources.files("gate").joinpath("report.schema.json").read_text(encoding="utf-8")))
+
+
+@functools.cache
+def _validator(document: Document) -> jsonschema.Draft202012Validator:
+    schema = report_schema()
+    root = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{document}"}
+    return jsonschema.Draft202012Validator(root)
+
+
+def _rule(error: jsonschema.ValidationError) -> str:
+    """What is wrong, in words that never quote the value (it may be huge, or hostile)."""
+    v, vv = error.validator, error.validator_value
+    if v == "required":
+        missing = [k for k in vv if isinstance(error.instance, dict) and k not in error.instance]
+        return f"{missing[0]!r} is required" if missing else "a required key is missing"
+    if v == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        extra = [k for k in error.instance if k not in allowed]
+        return f"unknown key {str(extra[0])[:60]!r}" if extra else "unknown key"
+    if v == "type":
+        return f"must be of type {vv!r}"
+    if v == "enum":
+        return f"must be one of {', '.join(map(repr, vv))}"
+    if v == "const":
+        return f"must be {vv!r}"
+    if v == "pattern":
+        return f"must match {vv!r}"
+    if v == "propertyNames":
+        return "has a key that is not allowed here"
+    if v in ("maxLength", "maxItems", "maxProperties"):
+        return f"is longer than {vv} (the limit for this field)"
+    if v in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "minLength"):
+        return f"breaks the schema's {v} {vv}"
+    return f"breaks the schema's {v!r} rule"
+
+
+def upgrade(data: Any) -> Any:
+    """Per-case scores kept as objects keyed by case id (baselines: {id: {metrics, relevant_ranks}}, history entries:
+    {id: {metric: value}}), from before they had one shape, become the list of cases."""
+    stages = data.get("stages") if isinstance(data, dict) else None
+    if not isinstance(stages, dict):
+        return data
+    for stage in stages.values():
+        samples = stage.get("samples") if isinstance(stage, dict) else None
+        if not isinstance(samples, dict):
+            continue
+        cases = []
+        for cid, entry in samples.items():
+            if isinstance(entry, dict) and isinstance(entry.get("metrics"), dict):
+                case = {"id": cid, **entry}
+            else:
+                case = {"id": cid, "metrics": entry}
+            cases.append(case)
+        stage["samples"] = cases
+    return data
+
+
+def check_document(data: Any, document: Document, *, file: str, line: int | None = None) -> Any:
+    """``data`` if it is a valid ``document``; InputError (exit 2) naming the file, line and key path otherwise."""
+    data = upgrade(data)
+    error = jsonschema.exceptions.best_match(_validator(document).iter_errors(data))
+    if error is not None:
+        what = {"report": "rag-gate report", "baseline": "rag-gate baseline", "history_entry": "rag-gate history entry"}[document]
+        raise InputError(f"not a {what}: {_rule(error)}", file=file, line=line, key=key_path(tuple(error.absolute_path)))
+    return data
+
+
+def document_json(data: Report | Baseline | HistoryEntry, document: Document, *, indent: int | None = None, compact: bool = False,
+                  sort_keys: bool = False) -> str:
+    """The JSON text of a document rag-gate writes. With RAG_GATE_SELF_CHECK set (the test suite sets it), the text is
+    first read back through the schema: a document the next run could not read is a bug, found where it is written."""
+    text = json.dumps(data, indent=indent, ensure_ascii=False, sort_keys=sort_keys, separators=(",", ":") if compact else None)
+    if os.environ.get(SELF_CHECK):
+        try:
+            check_document(json.loads(text), document, file=f"(the {document} being written)")
+        except InputError as exc:
+            raise RuntimeError(f"rag-gate wrote a {document} that report.schema.json refuses: {exc.message}") from None
+    return text
+
+
+def report_json(report: Report) -> str:
+    """report.json text: indented for a golden set of usual size, compact above 1,000 cases
+    (json's indenting encoder is pure Python, four times slower than the compact C one)."""
+    return document_json(report, "report", indent=2 if len(report["cases"]) <= COMPACT_ABOVE else None) + "\n"
+
+
+def load_json(path: Path, what: str, *, hint: str | None = None) -> Any:
+    """Parsed JSON of a file; InputError naming the file (and the line of a syntax error) otherwise."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{what} not found", file=str(path), hint=hint) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the {what}: {getattr(exc, 'strerror', None) or exc}", file=str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg} (invalid JSON at column {exc.colno})", file=str(path), line=exc.lineno, hint=hint) from None
+
+
+def read_report(path: Path, *, allow_error: bool = False) -> Report:
+    """A report.json, checked at the door. A report whose verdict is 'error' is refused unless ``allow_error``."""
+    report = cast(Report, check_document(load_json(path, "report", hint="write one with `rag-gate run --report PATH`"),
+                                         "report", file=str(path)))
+    if report["verdict"] == "error" and not allow_error:
+        raise InputError("the report's verdict is 'error' (the run did not complete); refusing to record it",
+                         file=str(path), key="verdict", hint="fix the run, or pass --force")
+    return report
+
+
+def read_baseline(path: Path) -> Baseline | None:
+    """The baseline at ``path``, checked at the door; None if there is none."""
+    if not path.exists():
+        return None
+    data = load_json(path, "baseline", hint="write it again with `rag-gate baseline update`")
+    return cast(Baseline, check_document(data, "baseline", file=str(path)))
+
+
+def parse_history(text: str, where: str, warnings: list[str]) -> list[HistoryEntry]:
+    """Entries of a history file; a line that is not JSON or not a valid entry is skipped with a warning naming
+    ``where``, the line and what is wrong (one bad entry must not break every later run)."""
+    entries: list[HistoryEntry] = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            warnings.append(f"{where}:{lineno}: not JSON, skipped")
+            continue
+        if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+            warnings.append(f"{where}:{lineno}: not a rag-gate history entry (schema_version {SCHEMA_VERSION}), skipped")
+            continue
+        try:
+            entries.append(cast(HistoryEntry, check_document(data, "history_entry", file=where, line=lineno)))
+        except InputError as exc:
+            warnings.append(f"{exc.message}, skipped")
+    return entries

@@ -1,0 +1,282 @@
+"""One run, as data flows: spec -> golden set -> target outputs -> stages -> gates -> report.
+
+    run              load everything, ask the target, measure the judge stages, evaluate (I/O at the edges)
+    collect_outputs  ask the target once per case
+    measure_judged   the generation and robustness stages (they call the judge and, for noise, the target)
+    evaluate         pure: measurements and references in, the report out (the clock and commit are arguments)
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from gate import __version__
+from gate.config.loader import load_spec
+from gate.config.spec import Spec
+from gate.core.cases import fingerprint as golden_fingerprint
+from gate.core.cases import groups
+from gate.core.model import GoldenCase, TargetOutput
+from gate.core.records import history_summary, mismatched, window
+from gate.core.report import EXIT_CODES, SCHEMA_VERSION, HistoryEntry, Reference, Report, StageMeasurement, StageResult
+from gate.core.verdict import StageReferences, decide_verdict, gate_stage, run_errors, trap_warning
+from gate.io.golden import load_golden_set
+from gate.io.history import HistoryStore, LocalHistoryStore
+from gate.io.reports import read_baseline
+from gate.stages.retrieval import retrieval_stage
+from gate.targets import Target
+from gate.targets.factory import make_target
+
+BaselineChooser = Callable[[list[HistoryEntry]], tuple[HistoryEntry | None, str] | None]
+COMMITTED = "the committed baseline file"
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a run is compared with and the facts about it that come from outside: its time, commit and pull request."""
+
+    created_at: str
+    commit: str | None = None
+    duration_s: float | None = None
+    baseline: Reference | None = None
+    baseline_source: str | None = None
+    history: Sequence[HistoryEntry] = ()  # usable entries (same golden set and spec), oldest first
+    warnings: Sequence[str] = ()  # from reading the history
+    target_kind: str = "results"
+    target_notes: Sequence[str] = ()
+    pull_request: tuple[int | None, str | None] | None = None  # (number, head commit): set by the action
+
+
+def collect_outputs(
+    target: Target, cases: Sequence[GoldenCase], k: int, on_done: Callable[[TargetOutput], None] | None = None
+) -> dict[str, TargetOutput]:
+    """Ask the target once per case (``target.concurrency`` at a time). Never raises per case."""
+
+    def ask(case: GoldenCase) -> TargetOutput:
+        try:
+            out = target.ask(case, k)
+        except Exception as exc:  # a bug in a target must not lose the other cases
+            out = TargetOutput.failed(case.id, f"{type(exc).__name__}: {exc}")
+        if on_done:
+            on_done(out)
+        return out
+
+    if target.concurrency <= 1 or len(cases) <= 1:
+        return {c.id: ask(c) for c in cases}
+    with ThreadPoolExecutor(max_workers=min(target.concurrency, len(cases)), thread_name_prefix="rag-gate-target") as pool:
+        return {out.case_id: out for out in pool.map(ask, cases)}
+
+
+def reference_k(spec: Spec) -> int:
+    """The cut-off a relevant id must stay within: the smallest k of the retrieval metrics (else the target's k)."""
+    ks = [m.k for m in spec.retrieval_metrics() if m.k]
+    return min(ks) if ks else spec.target_k
+
+
+def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, TargetOutput], target: Any,
+                   use_cache: bool) -> dict[str, StageMeasurement]:
+    """Run the generation and robustness stages the spec configures (they share one judge cache)."""
+    stages_cfg = spec.data["stages"]
+    judged: dict[str, StageMeasurement] = {}
+    if not stages_cfg.get("generation") and not stages_cfg.get("robustness"):
+        return judged
+    from gate.stages.judging import open_cache
+
+    cache = open_cache(spec, use_cache)
+    try:
+        if stages_cfg.get("generation"):
+            from gate.stages.generation import generation_stage
+
+            judged["generation"] = generation_stage(stages_cfg["generation"], spec.data.get("judge"), cases, outputs, cache,
+                                                    secrets=spec.secrets)
+        if stages_cfg.get("robustness"):
+            from gate.io.golden import load_distractor_file
+            from gate.stages.robustness import robustness_stage
+
+            cfg = stages_cfg["robustness"]
+            noise = cfg.get("noise") or {}
+            files = load_distractor_file(spec.resolve(noise["file"])) if noise.get("source") == "file" and noise.get("file") else {}
+            judged["robustness"] = robustness_stage(
+                cfg, spec.data.get("judge"), cases, outputs, target, cache, match=(spec.retrieval or {}).get("match", {}),
+                precomputed=getattr(target, "noise", None), file_distractors=files,
+            )
+    finally:
+        cache.close()  # folds the WAL back into the one file that CI caches carry
+    return judged
+
+
+def _skipped(reason: str) -> StageMeasurement:
+    return {"skipped": reason, "metrics": {}, "samples": [], "not_evaluated": {}, "warnings": []}
+
+
+def evaluate(
+    spec: Spec,
+    cases: Sequence[GoldenCase],
+    outputs: Mapping[str, TargetOutput],
+    context: RunContext,
+    judged: Mapping[str, StageMeasurement] | None = None,
+) -> Report:
+    """The report for one run. Pure: the retrieval stage is measured here (it needs no I/O), ``judged`` holds the
+    judge stages already measured (generation, robustness); every stage is gated the same way."""
+    fingerprints = spec.fingerprints(golden_fingerprint(cases))
+    baseline = context.baseline
+    questions = {c.id: c.question for c in cases}
+    case_groups = groups(cases)
+
+    measured: dict[str, StageMeasurement] = {}
+    if spec.retrieval:
+        measured["retrieval"] = retrieval_stage(cases, outputs, spec.retrieval_metrics(), spec.retrieval.get("match", {}),
+                                                  case_groups, reference_k(spec))
+    else:
+        measured["retrieval"] = _skipped("not configured in the spec")
+    measured.update(judged or {})
+
+    stages: dict[str, StageResult] = {}
+    for name, stage in measured.items():
+        differs = baseline is not None and bool(mismatched(baseline, fingerprints, name))
+        refs = StageReferences(
+            baseline=baseline["stages"].get(name) if baseline else None,
+            history=[e for e in context.history if not mismatched(e, fingerprints, name)],
+            mismatch_policy=spec.data["baseline"]["on_mismatch"] if differs else None,
+            retrieval=stages.get("retrieval"),
+        )
+        gates = (spec.data["stages"].get(name) or {}).get("gates", {})
+        stages[name] = gate_stage(name, stage, gates, refs, questions)
+
+    warnings: list[str] = []
+    trap = trap_warning(stages, baseline, context.history)
+    if trap:
+        warnings.append(trap)
+        stages["generation"]["warnings"].append(trap)
+    warnings += context.warnings
+
+    max_error_rate = float(spec.data["max_error_rate"])
+    failed = [o.error for o in outputs.values() if o.error is not None]
+    errors = run_errors(stages, len(cases), failed, max_error_rate)
+    verdict = decide_verdict((s["status"] for s in stages.values()), errors)
+    run: dict[str, Any] = {
+        "created_at": context.created_at,
+        "config": str(spec.path),
+        "commit": context.commit,
+        "duration_s": None if context.duration_s is None else round(context.duration_s, 3),
+        "comment_id": spec.data["report"]["comment_id"],
+        "max_cases": spec.data["report"]["max_cases"],
+    }
+    if context.pull_request is not None:
+        run["pr"], run["head_sha"] = context.pull_request
+    calls = len(cases)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "verdict": verdict,
+        "exit_code": EXIT_CODES[verdict],
+        "errors": errors,
+        "warnings": warnings,
+        "tool": {"name": "rag-gate", "version": __version__},
+        "run": run,  # type: ignore[typeddict-item]
+        "fingerprints": fingerprints,
+        "golden_set": {
+            "path": str(spec.golden_set_path),
+            "n": len(cases),
+            "by_type": {t: len(ids) for t, ids in case_groups["type"].items()},
+            "by_category": {t: len(ids) for t, ids in case_groups["category"].items()},
+            "by_tag": {t: len(ids) for t, ids in case_groups["tag"].items()},
+        },
+        "target": {"kind": context.target_kind, "k": spec.target_k, "calls": calls, "errors": len(failed),
+                   "error_rate": len(failed) / calls if calls else 0.0, "max_error_rate": max_error_rate,
+                   "notes": list(context.target_notes)},
+        "baseline": {
+            "path": str(spec.baseline_path),
+            "found": baseline is not None,
+            "created_at": baseline["created_at"] if baseline else None,
+            "commit": baseline["commit"] if baseline else None,
+            "fingerprints": baseline["fingerprints"] if baseline else None,
+            "mismatch": mismatched(baseline, fingerprints) if baseline else [],
+            "on_mismatch": spec.data["baseline"]["on_mismatch"],
+            "source": context.baseline_source if baseline else None,
+        },
+        "stages": stages,
+        "cases": [
+            {"id": c.id, "type": c.type, "retrieved": [d.id for d in outputs[c.id].retrieved],
+             "answer": outputs[c.id].answer, "latency_ms": outputs[c.id].latency_ms, "error": outputs[c.id].error}
+            for c in cases
+        ],
+        "history": history_summary(context.history),
+    }
+
+
+def now_iso() -> str:
+    """The clock a run is recorded under: UTC, to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run: the clock, the commit and pull request, where the history and baseline come from, progress."""
+
+    now: Callable[[], str] = now_iso  # the time the run is recorded under (ISO 8601)
+    commit: str | None = None
+    pull_request: tuple[int | None, str | None] | None = None  # (number, head commit), recorded in report.run
+    use_cache: bool = True
+    history_store: HistoryStore | None = None  # default: the spec's local history file
+    choose_baseline: BaselineChooser | None = None  # picks the baseline from the history; None: the committed file
+    on_start: Callable[[int, str], None] | None = None
+    on_done: Callable[[TargetOutput], None] | None = None
+
+
+def run(config: str, options: RunOptions | None = None) -> Report:
+    """Load, ask, judge, evaluate. Raises InputError (exit 2) for bad input; everything else is in the report.
+
+    ``options.history_store`` replaces the spec's local history file (the action passes the repository-backed
+    store; it keeps the spec's history.max_entries); ``options.choose_baseline(entries)`` may pick the baseline
+    from the history (the entry of the PR's base commit) and say which, or return None to use the committed file.
+    """
+    started = time.perf_counter()
+    options = options or RunOptions()
+    spec = load_spec(config)
+    max_entries = int(spec.data["history"]["max_entries"])
+    with gc_paused():  # millions of small, acyclic JSON objects: the cyclic GC would only rescan them
+        cases = load_golden_set(spec.golden_set_path)
+        store = options.history_store or LocalHistoryStore(spec.history_path, max_entries)
+        if hasattr(store, "max_entries"):
+            store.max_entries = max_entries
+        entries = store.read()
+        baseline: Reference | None = read_baseline(spec.baseline_path)
+        source = COMMITTED
+        chosen = options.choose_baseline(entries) if options.choose_baseline else None
+        if chosen is not None and chosen[0] is not None:
+            baseline, source = chosen
+        elif chosen is not None:
+            source = f"{chosen[1]}; {COMMITTED}" if baseline else chosen[1]
+        target = make_target(spec, cases)
+        try:
+            if options.on_start:
+                options.on_start(len(cases), target.kind)
+            outputs = collect_outputs(target, cases, spec.target_k, options.on_done)
+            unmatched = getattr(target, "unmatched", [])
+            notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
+            judged = measure_judged(spec, cases, outputs, target, options.use_cache)  # robustness asks the target again
+        finally:
+            target.close()
+        history = window(entries, max_entries, {"golden_set": golden_fingerprint(cases)})
+        context = RunContext(created_at=options.now(), commit=options.commit, duration_s=time.perf_counter() - started,
+                             baseline=baseline, baseline_source=source, history=history, warnings=store.warnings,
+                             target_kind=target.kind, target_notes=notes, pull_request=options.pull_request)
+        return evaluate(spec, cases, outputs, context, judged)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (reference counting still frees memory)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -1,0 +1,176 @@
+"""Generation stage: judge metrics on a fixed sample of answerable cases.
+
+Flow: plan the metrics (which engine computes which), pick the sample, look every (case,
+metric) up in the cache, judge the misses concurrently through the engines (one shared client
+and limit), store the new scores, re-judge a few cases for the self-check, and aggregate. A
+score that cannot be computed is recorded per case with its reason: never NaN, never 0, never
+dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gate.core.catalog import MetricPlan, plan_metrics
+from gate.core.model import GoldenCase, TargetOutput
+from gate.core.redact import redact
+from gate.core.report import CaseResult, SampleInfo, SelfCheck, StageMeasurement
+from gate.core.sampling import sample_from
+from gate.judges import Engine, JudgeSettings
+from gate.stages.judging import (
+    EngineFactory,
+    Task,
+    build_engines,
+    close_all,
+    judge_input,
+    judge_settings,
+    judge_tasks,
+    missing_input,
+    split_cached,
+    store_judged,
+    task_key,
+)
+
+if TYPE_CHECKING:
+    from gate.judges.cache import ScoreCache
+
+
+@dataclass
+class Plan:
+    """Which (case, metric) pairs to judge, and the reasons the others cannot be."""
+
+    tasks: list[Task]
+    errors: dict[str, dict[str, str]]  # case id -> metric -> why it was not judged
+
+
+def plan_tasks(sample: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], runnable: Sequence[MetricPlan],
+               engines: Mapping[str, Engine], settings: JudgeSettings | None, cache: ScoreCache) -> Plan:
+    tasks: list[Task] = []
+    errors: dict[str, dict[str, str]] = {c.id: {} for c in sample}
+    for case in sample:
+        out = outputs[case.id]
+        item = judge_input(case, out)
+        for p in runnable:
+            engine = engines[p.engine]
+            if out.error is not None:
+                errors[case.id][p.name] = "the target call failed for this case"
+                continue
+            missing = missing_input(engine.needs(p.metric), item)
+            if missing:
+                errors[case.id][p.name] = missing
+                continue
+            tasks.append(Task(case.id, p, item, task_key(cache, engine, p, settings, item)))
+    return Plan(tasks, errors)
+
+
+def generation_stage(
+    cfg: Mapping[str, Any],
+    judge: Mapping[str, Any] | None,
+    cases: Sequence[GoldenCase],
+    outputs: Mapping[str, TargetOutput],
+    cache: ScoreCache,
+    *,
+    env: Mapping[str, str] | None = None,
+    engine_factory: EngineFactory = build_engines,
+    secrets: Sequence[str] = (),
+) -> StageMeasurement:
+    """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage)."""
+    plans = plan_metrics(cfg)
+    not_evaluated: dict[str, str] = {}
+    settings, why_not = judge_settings(judge, os.environ if env is None else env)
+    runnable = []
+    for p in plans:
+        if p.engine != "offline" and settings is None:
+            not_evaluated[p.name] = f"not evaluated: {why_not}"
+        else:
+            runnable.append(p)
+    answerable = [c for c in cases if c.answerable]
+    sample = sample_from(cfg.get("sample", {}), answerable)
+    info: SampleInfo = {"size": len(sample), "of": len(answerable), "ids": [c.id for c in sample]}
+    if not runnable:
+        return {"skipped": "; ".join(sorted(set(not_evaluated.values()))) or "no metric to run", "metrics": {}, "samples": [],
+                "not_evaluated": not_evaluated, "warnings": [], "sample": info}
+
+    engines, client = engine_factory({p.engine for p in runnable}, settings, dict(cfg.get("criteria", {})))
+    model = settings.model if settings else ""
+    plan = plan_tasks(sample, outputs, runnable, engines, settings, cache)
+    cached, todo = split_cached(plan.tasks, cache)
+    self_cfg = cfg.get("self_check")
+    check_ids = {c.id for c in sample[: int(self_cfg.get("cases", 10))]} if self_cfg else set()
+    recheck = [t for t in plan.tasks if t.case_id in check_ids and t.plan.engine != "offline"]
+
+    async def judge_both() -> tuple[dict[int, float | str], dict[int, float | str]]:
+        try:
+            first, second = await asyncio.gather(judge_tasks(todo, engines), judge_tasks(recheck, engines))
+            return first, second
+        finally:
+            await close_all(engines, client)
+
+    first, second = asyncio.run(judge_both())
+    results: dict[str, float | str] = {**cached, **store_judged(todo, first, cache, model)}
+    per_case: dict[str, dict[str, float]] = {c.id: {} for c in sample}
+    errors = plan.errors
+    for t in plan.tasks:
+        result = results[t.key]
+        if isinstance(result, float):
+            per_case[t.case_id][t.plan.name] = result
+        else:
+            errors[t.case_id][t.plan.name] = redact(result, secrets)
+
+    samples: list[CaseResult] = [
+        {"id": c.id, "metrics": per_case[c.id], "errors": errors[c.id],
+         "error": "; ".join(f"{m}: {r}" for m, r in errors[c.id].items()) or None}
+        for c in sample
+    ]
+    metrics: dict[str, float] = {}
+    for p in runnable:
+        values = [per_case[c.id][p.name] for c in sample if p.name in per_case[c.id]]
+        if values:
+            metrics[p.name] = math.fsum(values) / len(values)
+        else:
+            not_evaluated[p.name] = "every judged case errored" if sample else "the sample is empty"
+    attempted = len(sample) * len(runnable)
+    failed = sum(len(e) for e in errors.values())
+    usage = client.usage() if client is not None else {"calls": 0}
+    usage.update({"cache_hits": sum(1 for t in plan.tasks if t.key in cached), "cache_misses": len(todo)})
+    stage: StageMeasurement = {
+        "sample": info,
+        "metrics": metrics,
+        "samples": samples,
+        "not_evaluated": not_evaluated,
+        "warnings": [],
+        "judge": {"model": model or None, "temperature": settings.temperature if settings else None,
+                  "engines": {name: e.version for name, e in engines.items()}},
+        "usage": usage,
+        "scores": {"attempted": attempted, "errored": failed, "error_rate": failed / attempted if attempted else 0.0},
+        "budget_exceeded": bool(client is not None and getattr(client, "budget_exceeded", False)),
+    }
+    if self_cfg:
+        stage["self_check"] = self_check(recheck, second, per_case, float(self_cfg.get("max_diff", 0.02)),
+                                         self_cfg.get("on_unstable", "warn"))
+    return stage
+
+
+def self_check(
+    recheck: Sequence[Task], second: Mapping[int, float | str], per_case: Mapping[str, Mapping[str, float]],
+    max_diff: float, on_unstable: str,
+) -> SelfCheck:
+    """Largest and mean |first - second| per metric over the re-judged cases."""
+    diffs: dict[str, list[float]] = {}
+    errored = 0
+    for i, t in enumerate(recheck):
+        again = second.get(i)
+        first = per_case.get(t.case_id, {}).get(t.plan.name)
+        if not isinstance(again, float) or first is None:
+            errored += 1
+            continue
+        diffs.setdefault(t.plan.name, []).append(abs(first - again))
+    per_metric = {m: {"cases": len(d), "max_diff": max(d), "mean_diff": math.fsum(d) / len(d)} for m, d in diffs.items()}
+    unstable = sorted(m for m, d in per_metric.items() if d["max_diff"] > max_diff + 1e-12)
+    return {"limit": max_diff, "on_unstable": on_unstable, "metrics": per_metric, "unstable": unstable,  # type: ignore[typeddict-item]
+            "errored": errored, "cases": len({t.case_id for t in recheck})}

@@ -1,0 +1,171 @@
+"""The judging step the generation and robustness stages share: judge settings, the engines a run needs,
+and cache-then-judge (every distinct input judged once, fresh scores stored, errors never cached).
+
+A score that cannot be computed comes back as the reason it failed (a string): never NaN, never 0,
+never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gate.core.catalog import MetricPlan
+from gate.core.model import GoldenCase, TargetOutput
+from gate.core.report import Usage
+from gate.judges import Engine, JudgeBudgetExceeded, JudgeError, JudgeInput, JudgeSettings, checked_score
+
+if TYPE_CHECKING:
+    from gate.config.spec import Spec
+    from gate.judges.cache import ScoreCache
+    from gate.judges.client import JudgeClient
+
+
+def judge_settings(judge: Mapping[str, Any] | None, env: Mapping[str, str],
+                   no_judge: str = "no judge configured (add judge: to the spec)") -> tuple[JudgeSettings | None, str | None]:
+    """(settings, None), or (None, why the judge cannot be used in this run)."""
+    if not judge:
+        return None, no_judge
+    key = None
+    if judge.get("api_key_env"):
+        key = env.get(judge["api_key_env"]) or None
+        if key is None:
+            return None, f"the judge's key {judge['api_key_env']} is not set in this run (a fork's pull request has no secrets)"
+    return JudgeSettings(
+        base_url=judge["base_url"], model=judge["model"], api_key=key, temperature=float(judge.get("temperature", 0)),
+        timeout_s=float(judge.get("timeout_s", 60)), max_retries=int(judge.get("max_retries", 3)),
+        concurrency=int(judge.get("concurrency", 16)), embeddings_model=judge.get("embeddings_model"),
+        max_judge_calls=judge.get("max_judge_calls"), prices=dict(judge.get("prices", {})), max_tokens=judge.get("max_tokens"),
+    ), None
+
+
+@dataclass
+class Task:
+    """One (case, metric) to score: ``key`` is its cache key."""
+
+    case_id: str
+    plan: MetricPlan
+    item: JudgeInput
+    key: str
+
+
+EngineFactory = Callable[[set[str], JudgeSettings | None, dict[str, str]], "tuple[dict[str, Engine], JudgeClient | None]"]
+
+
+def build_engines(names: set[str], settings: JudgeSettings | None, criteria: dict[str, str]) -> tuple[dict[str, Engine], JudgeClient | None]:
+    """The engines a run needs, sharing one JudgeClient (returned second, None without LLM engines)."""
+    engines: dict[str, Engine] = {}
+    client = None
+    if "offline" in names:
+        from gate.judges.offline import OfflineEngine
+
+        engines["offline"] = OfflineEngine()
+    llm = names - {"offline"}
+    if llm and settings is not None:
+        from gate.judges import telemetry_off
+
+        telemetry_off()
+        from gate.judges.client import JudgeClient
+
+        client = JudgeClient(settings)
+        if "ragas" in llm:
+            from gate.judges.ragas_engine import RagasEngine
+
+            engines["ragas"] = RagasEngine(client, settings, max_tokens=settings.max_tokens)
+        if "deepeval" in llm:
+            from gate.judges.deepeval_engine import DeepEvalEngine
+
+            engines["deepeval"] = DeepEvalEngine(client, settings, criteria, max_tokens=settings.max_tokens)
+    return engines, client
+
+
+def judge_input(case: GoldenCase, out: TargetOutput) -> JudgeInput:
+    return JudgeInput(question=case.question, answer=out.answer or "", contexts=tuple(out.contexts), reference=case.ground_truth)
+
+
+def missing_input(needs: set[str], item: JudgeInput) -> str | None:
+    """Why ``item`` cannot be judged for a metric that needs ``needs``, if it cannot."""
+    if not item.answer.strip():
+        return "the target gave no answer"
+    if "contexts" in needs and not item.contexts:
+        return "the target returned no contexts"
+    if "reference" in needs and not item.reference:
+        return "the golden case has no ground_truth"
+    return None
+
+
+def task_key(cache: ScoreCache, engine: Engine, plan: MetricPlan, settings: JudgeSettings | None, item: JudgeInput) -> str:
+    """The cache key of one (engine, metric, input): the judge's model and temperature count only for LLM engines."""
+    llm = plan.engine != "offline" and settings is not None
+    return cache.key(engine.name, engine.version, plan.metric, settings.model if llm and settings else "",
+                     settings.temperature if llm and settings else 0.0, engine.prompt_fingerprint(plan.metric), item)
+
+
+def split_cached(tasks: Sequence[Task], cache: ScoreCache) -> tuple[dict[str, float], list[Task]]:
+    """(the cached scores by key, the tasks still to judge: one per distinct key, so identical
+    inputs are judged once)."""
+    cached = cache.get_many([t.key for t in tasks])
+    return cached, list({t.key: t for t in tasks if t.key not in cached}.values())
+
+
+def store_judged(todo: Sequence[Task], results: Mapping[int, float | str], cache: ScoreCache, model: str) -> dict[str, float | str]:
+    """The fresh results by key (score, or the reason it failed); scores go into the cache, errors never."""
+    by_key: dict[str, float | str] = {}
+    for i, t in enumerate(todo):
+        result = results[i]
+        by_key[t.key] = result
+        if isinstance(result, float):
+            cache.put(t.key, result, {"engine": t.plan.engine, "metric": t.plan.metric, "model": model})
+    return by_key
+
+
+async def judge_tasks(tasks: Sequence[Task], engines: Mapping[str, Engine]) -> dict[int, float | str]:
+    """Score every task concurrently (the client's semaphore bounds the calls). index -> score or reason."""
+
+    async def one(i: int, task: Task) -> tuple[int, float | str]:
+        try:
+            value = await engines[task.plan.engine].score(task.plan.metric, task.item)
+            return i, checked_score(value, task.plan.metric, engine=task.plan.engine, no_score=f"the engine returned {value!r}, not a score")
+        except JudgeBudgetExceeded as exc:
+            return i, f"not judged: {exc}"
+        except JudgeError as exc:
+            return i, str(exc) or type(exc).__name__
+        except Exception as exc:  # a library bug for this case must not lose the others
+            return i, f"{type(exc).__name__}: {exc}"
+
+    results = await asyncio.gather(*(one(i, t) for i, t in enumerate(tasks)))
+    return dict(results)
+
+
+async def close_all(engines: Mapping[str, Engine], client: JudgeClient | None) -> None:
+    for e in engines.values():
+        await e.aclose()
+    if client is not None:
+        await client.aclose()
+
+
+COUNTERS = ("calls", "chat_calls", "embedding_calls", "retried", "prompt_tokens", "completion_tokens", "embedding_tokens",
+            "cost", "max_in_flight", "cache_hits", "cache_misses")
+
+
+def merge_usage(*usages: Mapping[str, Any]) -> Usage:
+    """Sum the counters of several judge clients' usage (cost stays absent when none has one); other keys are left out."""
+    out: dict[str, Any] = {}
+    for u in usages:
+        for k in COUNTERS:
+            v = u.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            out[k] = out.get(k, 0) + v
+    return out  # type: ignore[return-value]
+
+
+def open_cache(spec: Spec, use_cache: bool) -> ScoreCache:
+    """The judge cache the spec names, or a cache that stores nothing (--no-cache, cache.enabled: false)."""
+    from gate.judges.cache import JudgeCache, NullCache
+
+    if not use_cache or not spec.data["cache"]["enabled"]:
+        return NullCache()
+    return JudgeCache(spec.resolve(spec.data["cache"]["path"]))

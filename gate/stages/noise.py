@@ -1,0 +1,266 @@
+"""The robustness stage's noise test: does the answer survive distractor passages?
+
+For each sampled answerable case the target answers from its own retrieved contexts (clean),
+then from the same contexts with k distractors injected (noisy); both answers are judged
+correct or not against ground_truth. ``noise_robustness`` = correct noisy / correct clean
+(the seed's ratio).
+
+    1. distractors   corpus hard negatives, a file, or judge-written passages (cached as text)
+    2. answers       the target answers from the clean and the noisy contexts
+    3. correctness   both answers scored against ground_truth (judge or offline), cached
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from gate.core.catalog import MetricPlan
+from gate.core.model import Answer, GoldenCase, TargetOutput
+from gate.core.ranking import id_mapper
+from gate.core.report import CaseResult, Distractor, NoiseInfo, Usage
+from gate.core.sampling import sample_from
+from gate.core.textmatch import squad_tokens
+from gate.judges import JudgeInput, JudgeSettings
+from gate.stages.judging import Task, build_engines, close_all, judge_tasks, merge_usage, split_cached, store_judged, task_key
+
+if TYPE_CHECKING:
+    from gate.judges.cache import ScoreCache
+    from gate.targets import ContextAnswerer
+
+CORRECTNESS_CRITERION = (
+    "The actual output gives the same answer as the expected output (ground truth) to the question asked: the facts, "
+    "numbers and conclusion agree; wording may differ; an answer that contradicts it or refuses is wrong."
+)
+
+
+# ---------------------------------------------------------------------------------- distractors (pure)
+
+
+def corpus_candidates(outputs: Mapping[str, TargetOutput]) -> dict[str, str]:
+    """Every passage (id -> text) the target retrieved for any question: the pool of hard negatives."""
+    pool: dict[str, str] = {}
+    for out in outputs.values():
+        for doc in out.retrieved:
+            if doc.text and doc.id not in pool:
+                pool[doc.id] = doc.text
+    return pool
+
+
+def pick_corpus_distractors(
+    case: GoldenCase, contexts: Sequence[str], pool: Mapping[str, str], k: int, match: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    """The k passages of the pool closest to the question in words, never a relevant one (at the
+    matching level the retrieval stage uses) nor one already among the case's contexts."""
+    to_id = id_mapper(match)
+    relevant = {to_id(r) for r in case.relevant} | set(case.relevant)
+    q = set(squad_tokens(case.question))
+    own = set(contexts)
+    scored = []
+    for doc_id, text in pool.items():
+        if doc_id in relevant or to_id(doc_id) in relevant or text in own:
+            continue
+        words = set(squad_tokens(text))
+        overlap = len(q & words) / (len(q | words) or 1)
+        scored.append((-overlap, doc_id, text))
+    scored.sort()
+    return [(doc_id, text) for _, doc_id, text in scored[:k]]
+
+
+def inject(contexts: Sequence[str], distractors: Sequence[str], position: str, rng: random.Random) -> list[str]:
+    """The contexts with the distractors placed at the front, the back, or one random place."""
+    if position == "front":
+        return [*distractors, *contexts]
+    if position == "back":
+        return [*contexts, *distractors]
+    at = rng.randint(0, len(contexts))
+    return [*contexts[:at], *distractors, *contexts[at:]]
+
+
+def correctness_plan(cfg: Mapping[str, Any]) -> MetricPlan:
+    """ragas answer_correctness, a deepeval GEval correctness criterion, or offline token F1."""
+    c = cfg.get("correctness", {})
+    if c.get("method", "offline") != "judge":
+        return MetricPlan("correctness", "offline", "token_f1")
+    if c.get("engine", "ragas") == "deepeval":
+        return MetricPlan("correctness", "deepeval", "correctness")
+    return MetricPlan("correctness", "ragas", "answer_correctness")
+
+
+# ---------------------------------------------------------------------------------- calls
+
+
+def answer_all(target: ContextAnswerer, jobs: Sequence[tuple[GoldenCase, list[str]]], concurrency: int) -> list[Answer]:
+    """The target's answer to each (case, contexts), ``concurrency`` at a time. Never raises per job."""
+
+    def one(job: tuple[GoldenCase, list[str]]) -> Answer:
+        try:
+            return target.answer_from(job[0], job[1])
+        except Exception as exc:  # a bug in a target must not lose the other cases
+            return Answer(None, f"{type(exc).__name__}: {exc}")
+
+    workers = max(1, min(concurrency, len(jobs) or 1))
+    if workers == 1:
+        return [one(j) for j in jobs]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rag-gate-noise") as pool:
+        return list(pool.map(one, jobs))
+
+
+async def generate_distractors(cases: Sequence[GoldenCase], contexts: Mapping[str, list[str]], k: int, settings: JudgeSettings,
+                               cache: ScoreCache) -> tuple[dict[str, list[str] | str], Usage]:
+    """k judge-written conflicting passages per case (cached as text). case id -> passages, or the reason it failed."""
+    from gate.judges import JudgeError, telemetry_off
+    from gate.judges.client import JudgeClient
+    from gate.judges.prompts import DISTRACTOR, distractor_payload, generate_distractor, prompt_fingerprint
+
+    telemetry_off()
+    client = JudgeClient(settings)
+    fp = prompt_fingerprint(DISTRACTOR)
+
+    async def one(case: GoldenCase) -> tuple[str, list[str] | str]:
+        out: list[str] = []
+        context: str | None = contexts[case.id][0] if contexts[case.id] else None
+        try:
+            for _ in range(k):  # each passage asked to differ from those already written
+                payload = distractor_payload(case.question, case.ground_truth or "", context, avoid=out)
+                key = cache.key_text("distractor", fp, settings.model, settings.temperature, payload)
+                text = cache.get_text(key)
+                if text is None:
+                    text = await generate_distractor(client, settings, case.question, case.ground_truth or "", context, avoid=out)
+                    cache.put_text(key, text, {"kind": "distractor", "case": case.id})
+                out.append(text)
+        except JudgeError as exc:
+            return case.id, f"generating a distractor failed: {exc}"
+        return case.id, out
+
+    try:
+        return dict(await asyncio.gather(*(one(c) for c in cases))), client.usage()
+    finally:
+        await client.aclose()
+
+
+# ---------------------------------------------------------------------------------- the test
+
+
+def noise_test(
+    cfg: Mapping[str, Any], plan: MetricPlan, settings: JudgeSettings | None, cases: Sequence[GoldenCase],
+    outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int, cache: ScoreCache,
+    match: Mapping[str, Any], precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
+) -> tuple[list[CaseResult], int, NoiseInfo]:
+    """Per-case noise rows, the number of target calls made, and how the test ran (with its judge usage).
+    ``target`` None: the answers come from ``precomputed`` (a results file's noise.noisy_answer)."""
+    answerable = [c for c in cases if c.answerable and outputs[c.id].error is None]
+    sample = sample_from(cfg.get("sample", {}), answerable)
+    k = int(cfg.get("distractors", 2))
+    position = cfg.get("position", "front")
+    rng = random.Random(int(cfg.get("seed", 0)))
+    contexts = {c.id: list(outputs[c.id].contexts) for c in sample}
+    rows: dict[str, CaseResult] = {c.id: {"id": c.id, "metrics": {}, "error": None} for c in sample}
+
+    # 1. distractors
+    chosen: dict[str, list[Distractor]] = {}
+    generation_usage: Usage = {}
+    source = cfg.get("source", "corpus")
+    if precomputed is not None:
+        for c in sample:
+            chosen[c.id] = [{"id": None, "text": t} for t in precomputed.get(c.id, {}).get("distractors", [])]
+    elif source == "corpus":
+        pool = corpus_candidates(outputs)
+        for c in sample:
+            chosen[c.id] = [{"id": i, "text": t} for i, t in pick_corpus_distractors(c, contexts[c.id], pool, k, match)]
+    elif source == "file":
+        for c in sample:
+            chosen[c.id] = [{"id": None, "text": t} for t in file_distractors.get(c.id, [])[:k]]
+    else:
+        assert settings is not None
+        made, generation_usage = asyncio.run(generate_distractors(sample, contexts, k, settings, cache))
+        for c in sample:
+            got = made[c.id]
+            if isinstance(got, str):
+                rows[c.id]["error"] = got
+                chosen[c.id] = []
+            else:
+                chosen[c.id] = [{"id": f"generated-{i + 1}", "text": t} for i, t in enumerate(got)]
+    for c in sample:  # precomputed answers need no distractor text (it is optional on the results line)
+        if rows[c.id]["error"] is None and not chosen[c.id] and precomputed is None:
+            rows[c.id]["error"] = "no distractor available for this case"
+
+    # 2. clean and noisy answers
+    live = [c for c in sample if rows[c.id]["error"] is None]
+    calls = 0
+    if precomputed is not None or target is None:
+        for c in live:
+            pre = (precomputed or {}).get(c.id)
+            if pre is None:
+                rows[c.id]["error"] = "no noise.noisy_answer for this case in the results file"
+                continue
+            row = rows[c.id]
+            row["clean_answer"] = pre.get("clean_answer", outputs[c.id].answer)
+            row["noisy_answer"], row["position"] = pre["noisy_answer"], "(precomputed)"
+    else:
+        noisy_ctx = {c.id: inject(contexts[c.id], [d["text"] or "" for d in chosen[c.id]], position, rng) for c in live}
+        jobs = [(c, contexts[c.id]) for c in live] + [(c, noisy_ctx[c.id]) for c in live]
+        answers = answer_all(target, jobs, concurrency)
+        calls = len(jobs)
+        for i, c in enumerate(live):
+            clean, noisy = answers[i], answers[len(live) + i]
+            bad = clean.error or noisy.error
+            if bad:
+                rows[c.id]["error"] = f"the target's answer from contexts failed: {bad}"
+                continue
+            row = rows[c.id]
+            row["clean_answer"], row["noisy_answer"], row["position"] = clean.text, noisy.text, position
+    for c in sample:
+        rows[c.id]["distractors"] = chosen.get(c.id, [])
+
+    # 3. correctness of both answers
+    engines, client = build_engines({plan.engine}, settings, {"correctness": CORRECTNESS_CRITERION})
+    engine = engines[plan.engine]
+    threshold = float(cfg.get("correctness", {}).get("threshold", 0.5))
+    model = settings.model if settings and plan.engine != "offline" else ""
+    tasks: list[Task] = []
+    for c in sample:
+        row = rows[c.id]
+        if row["error"] is not None:
+            continue
+        if not c.ground_truth:
+            row["error"] = "the golden case has no ground_truth to judge correctness against"
+            continue
+        # correctness is judged against ground_truth; both answers get the same (clean) contexts so that
+        # identical answers share one cache entry and one judge call
+        for which in ("clean", "noisy"):
+            answer = row["clean_answer"] if which == "clean" else row["noisy_answer"]
+            item = JudgeInput(question=c.question, answer=answer or "", contexts=tuple(contexts[c.id]), reference=c.ground_truth)
+            tasks.append(Task(f"{c.id}\x00{which}", plan, item, task_key(cache, engine, plan, settings, item)))
+    cached, todo = split_cached(tasks, cache)  # identical clean and noisy answers: judged once
+
+    async def judge_all() -> dict[int, float | str]:
+        try:
+            return await judge_tasks(todo, engines)
+        finally:
+            await close_all(engines, client)
+
+    fresh = asyncio.run(judge_all()) if todo else {}
+    by_key: dict[str, float | str] = {**cached, **store_judged(todo, fresh, cache, model)}
+    scores = {t.case_id: by_key[t.key] for t in tasks}
+    for c in sample:
+        row = rows[c.id]
+        if row["error"] is not None:
+            continue
+        for which in ("clean", "noisy"):
+            score = scores.get(f"{c.id}\x00{which}")
+            if isinstance(score, float):
+                row["metrics"][f"{which}_score"] = score
+                row[f"{which}_correct"] = score >= threshold  # type: ignore[literal-required]
+            else:
+                row["error"] = f"judging the {which} answer failed: {score}"
+        if row["error"] is None:
+            row["flipped"] = bool(row["clean_correct"] and not row["noisy_correct"])
+    usage: NoiseInfo = {**merge_usage(client.usage() if client is not None else {"calls": 0}, generation_usage),  # type: ignore[typeddict-item]
+                        "method": "judge" if plan.engine != "offline" else "offline (token F1 with ground_truth)",
+                        "threshold": threshold, "source": "precomputed" if precomputed is not None else source,
+                        "distractors": k, "position": position, "cache_hits": len(tasks) - len(todo), "cache_misses": len(todo)}
+    return [rows[c.id] for c in sample], calls, usage

@@ -1,0 +1,25 @@
+"""The target the spec names: exactly one of results, http, python."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gate.config.spec import Spec
+from gate.core.model import GoldenCase
+from gate.targets import Target
+
+
+def make_target(spec: Spec, cases: Sequence[GoldenCase]) -> Target:
+    """The target the spec names (exactly one of results, http, python)."""
+    cfg = spec.target
+    if "results" in cfg:
+        from gate.targets.results import ResultsFileTarget
+
+        return ResultsFileTarget(spec.resolve(cfg["results"]), list(cases))
+    if "http" in cfg:
+        from gate.targets.http import HttpTarget
+
+        return HttpTarget(cfg["http"], secrets=spec.secrets)
+    from gate.targets.python import PythonTarget
+
+    return PythonTarget.from_spec(spec)
