@@ -1,7 +1,7 @@
 """How close the HTTP target gets to ideal parallelism against a service with fixed latency.
 
 Starts the test service of tests/servers.py on 127.0.0.1 with a fixed latency per request
-(default 50 ms), asks it for N cases (default 480) through gate.run.collect_outputs with a
+(default 50 ms), asks it for N cases (default 480) through gate.pipeline.collect_outputs with a
 real gate.targets.http.HttpTarget, and prints for each concurrency (default 16, and 8 and 32
 for context) the wall time (best of --repeat), the ideal time N x latency / concurrency, the
 efficiency ideal / actual, and the most requests the server saw in flight at once.

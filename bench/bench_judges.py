@@ -7,7 +7,7 @@ in-process). The cases are the 40 questions of examples/quickstart/golden_set.js
 by ``quickrag.answer`` (one-sentence answers, 3 contexts each; the 8 questions the RAG should
 refuse are judged too, as a real judge would see them). Sections:
 
-  1. rag-gate, ragas faithfulness + answer_relevancy: ``gate.generation.generation_stage``
+  1. rag-gate, ragas faithfulness + answer_relevancy: ``gate.stages.generation.generation_stage``
      with a NullCache (every case judged), judge concurrency 16, best of --repeat: wall time,
      judge calls (server and the stage's usage), ideal = calls x latency / concurrency, ideal/actual;
   2. ``ragas.evaluate()`` (deprecated, old-style metrics) on the same 40 cases: fully default
@@ -16,8 +16,8 @@ refuse are judged too, as a real judge would see them). Sections:
   3. rag-gate with engine deepeval (faithfulness), and deepeval's own ``evaluate()`` with its
      ``OpenAIModel(base_url=...)``, default and with the settings rag-gate uses;
   4. section 1 with a real JudgeCache in a temporary folder, run twice (second run: calls, time);
-  5. import cost: whether ``python -X importtime -c "import gate.run"`` lists ragas/deepeval/openai,
-     and the wall time of ``import gate.run`` / ``import ragas`` / ``import deepeval`` in a subprocess.
+  5. import cost: whether ``python -X importtime -c "import gate.pipeline"`` lists ragas/deepeval/openai,
+     and the wall time of ``import gate.pipeline`` / ``import ragas`` / ``import deepeval`` in a subprocess.
 
     python bench/bench_judges.py [--latency 0.2] [--concurrency 16] [--repeat 2] [--server process] [--sections 1 2 3 4 5]
 
@@ -383,25 +383,25 @@ class Bench:
     # -- imports ----------------------------------------------------------------------------
 
     def imports(self) -> None:
-        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import gate.run"], cwd=ROOT, capture_output=True,
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import gate.pipeline"], cwd=ROOT, capture_output=True,
                               text=True, timeout=120)
         if proc.returncode != 0:
-            self.error(f"python -c 'import gate.run' failed: {_short(proc.stderr, 300)}")
+            self.error(f"python -c 'import gate.pipeline' failed: {_short(proc.stderr, 300)}")
             return
         modules = [m.group(1) for line in proc.stderr.splitlines() if (m := re.match(r"import time:.*\|\s+(\S+)\s*$", line))]
         tops = {m.split(".")[0] for m in modules}
         cum = next((int(m.group(1)) for line in proc.stderr.splitlines()
                     if (m := re.match(r"import time:\s+\d+ \|\s+(\d+) \|\s+gate\.run$", line))), 0)
-        print(f"  -X importtime 'import gate.run': {len(modules)} modules, gate.run cumulative {cum / 1e6:.3f} s")
+        print(f"  -X importtime 'import gate.pipeline': {len(modules)} modules, gate.pipeline cumulative {cum / 1e6:.3f} s")
         for name in ("ragas", "deepeval", "openai", "instructor", "langchain_core", "httpx", "pandas", "numpy"):
             print(f"      {name:<15} {'LISTED' if name in tops else 'not listed'}")
         heavy = sorted({"ragas", "deepeval", "openai"} & tops)
         if heavy:
-            self.error(f"import gate.run imports {', '.join(heavy)}")
-        self.rows.append(Row("5", "import gate.run lists ragas/deepeval/openai", note=", ".join(heavy) or "no"))
+            self.error(f"import gate.pipeline imports {', '.join(heavy)}")
+        self.rows.append(Row("5", "import gate.pipeline lists ragas/deepeval/openai", note=", ".join(heavy) or "no"))
 
         with tempfile.TemporaryDirectory(prefix="rag-gate-bench-import-") as tmp:  # deepeval may write ./.deepeval
-            for label, code, cwd in (("python -c pass", "pass", tmp), ("import gate.run", "import gate.run", str(ROOT)),
+            for label, code, cwd in (("python -c pass", "pass", tmp), ("import gate.pipeline", "import gate.pipeline", str(ROOT)),
                                      ("import ragas", "import ragas", tmp), ("import deepeval", "import deepeval", tmp)):
                 times = []
                 for _ in range(self.args.repeat):

@@ -4,11 +4,11 @@ Generates (in a temporary folder) a golden set of 10,000 cases, a results file w
 retrieved passages per case (~200-character texts, scores), a baseline made from a slightly
 different earlier run, and a spec with seven retrieval metrics and a few gates. Then:
 
-  1. in-process: gate.run.run(spec) + rendering (Markdown comment, JUnit XML, console) +
+  1. in-process: gate.pipeline.run(spec) + rendering (Markdown comment, JUnit XML, console) +
      json.dumps of the report, best of --repeat (default 5);
   2. the same work split into steps (spec, golden set, baseline, results file, scoring,
      gates/report, each renderer, JSON), each the best of --repeat;
-  3. start-up: `python -m gate --version` and `python -c "import gate.run"` against
+  3. start-up: `python -m gate --version` and `python -c "import gate.pipeline"` against
      `python -c pass`, best of --repeat, plus the largest imports from `-X importtime`;
   4. the whole CLI run in a subprocess (what a CI job pays);
   5. that the LLM-judge libraries (ragas, deepeval) were never imported.
@@ -185,7 +185,7 @@ def import_times(module: str, top: int = 8) -> tuple[float, list[tuple[float, st
         if m:  # one space before a top-level import, two more per level of nesting
             rows.append((int(m.group(2)) / 1e6, (len(m.group(3)) - 1) // 2 + 1, m.group(4)))
     total = sum(cum for cum, depth, _ in rows if depth == 1)
-    # the biggest imports down to three levels deep (gate.run > gate.spec > jsonschema), where a fix would go
+    # the biggest imports down to three levels deep (gate.pipeline > gate.config.loader > jsonschema), where a fix would go
     largest = sorted(((cum, ("  " * (depth - 1)) + name) for cum, depth, name in rows if depth <= 3), reverse=True)[:top]
     return total, largest
 
@@ -229,7 +229,7 @@ def main() -> int:
         print("  metrics: " + ", ".join(f"{m}={v:.4f}" for m, v in stage["metrics"].items() if m in METRICS))
         print(f"  outputs: comment {len(rendered[0]) / 1e3:.1f} kB, junit {len(rendered[1]) / 1e3:.1f} kB, "
               f"console {len(rendered[2]) / 1e3:.1f} kB, report.json {len(rendered[3]) / 1e6:.1f} MB")
-        print(f"  (first import of gate.run in this process: {t_import:.3f} s, not included)")
+        print(f"  (first import of gate.pipeline in this process: {t_import:.3f} s, not included)")
 
         print()
         print(f"breakdown (each step best of {args.repeat}):")
@@ -277,11 +277,11 @@ def main() -> int:
         print(f"start-up (subprocess wall time, best of {args.repeat}):")
         py = wall([sys.executable, "-c", "pass"], args.repeat)
         ver = wall([sys.executable, "-m", "gate", "--version"], args.repeat)
-        imp = wall([sys.executable, "-c", "import gate.run, gate.render.markdown, gate.render.junit, gate.render.console"], args.repeat)
+        imp = wall([sys.executable, "-c", "import gate.pipeline, gate.render.markdown, gate.render.junit, gate.render.console"], args.repeat)
         print(f"  python -c pass                  {py:6.3f} s")
         print(f"  python -m gate --version        {ver:6.3f} s  (+{ver - py:.3f} s over bare Python)")
-        print(f"  python -c 'import gate.run ...' {imp:6.3f} s  (+{imp - py:.3f} s: what a real run imports)")
-        for module in ("gate.cli", "gate.run"):
+        print(f"  python -c 'import gate.pipeline ...' {imp:6.3f} s  (+{imp - py:.3f} s: what a real run imports)")
+        for module in ("gate.cli", "gate.pipeline"):
             total, largest = import_times(module)
             print(f"  -X importtime 'import {module}': {total:.3f} s; largest:")
             for cum, name in largest:

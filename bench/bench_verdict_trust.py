@@ -6,11 +6,11 @@ trial twice:
 
   seed rule   a new random sample of S cases per run; alarm if the mean drops more than
               0.03 below the last default-branch run (R1) or below the mean of the last 7 (R2).
-  rag-gate    the real code: a fixed sample (gate.sampling.select_sample, same seed every run),
+  rag-gate    the real code: a fixed sample (gate.core.sampling.select_sample, same seed every run),
               the real judge cache (gate.judges.cache.JudgeCache on a SQLite file: an output
               that did not change is not judged again), the history window of 7 default-branch
               entries with per-case scores, and the real trend gate
-              (gate.judged.judged_gates with {trend: {window: 7, max_drop: 0.03}}), which runs
+              (gate.core.verdict.decide_gates with {trend: {window: 7, max_drop: 0.03}}), which runs
               the paired bootstrap when per-case scores exist.
 
 Scenarios: no change (false alarms), a 5-point drop on every case, a 15-point drop on a third
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from gate.core.model import GoldenCase
 from gate.core.sampling import select_sample
-from gate.core.verdict import judged_gates
+from gate.core.verdict import StageReferences, decide_gates
 from gate.judges import JudgeInput
 from gate.judges.cache import JudgeCache
 
@@ -87,14 +87,14 @@ class RagGate:
         for run in range(7):  # default-branch runs; a stochastic generator changes every answer every run
             version = {i: run for i in range(len(f))} if all_change else {}
             s = self.scores(cache, rng, f, version, sigma)
-            history.append({"stages": {"generation": {"metrics": {"faithfulness": statistics.fmean(s.values())}, "samples": {
-                cid: {"faithfulness": v} for cid, v in s.items()}}}})
+            history.append({"stages": {"generation": {"metrics": {"faithfulness": statistics.fmean(s.values())}, "samples": [
+                {"id": cid, "metrics": {"faithfulness": v}} for cid, v in s.items()]}}})
         version = {i: 100 for i in range(len(f))} if all_change else {i: 1 for i in changed}
         head = self.scores(cache, rng, g, version, sigma)
-        stage = {"status": "pass", "metrics": {"faithfulness": statistics.fmean(head.values())},
+        stage = {"metrics": {"faithfulness": statistics.fmean(head.values())}, "not_evaluated": {}, "warnings": [],
                  "samples": [{"id": cid, "metrics": {"faithfulness": v}} for cid, v in head.items()]}
         cache.close()
-        decision = judged_gates("generation", stage, GATE, None, history, None)[0]
+        decision = decide_gates("generation", stage, GATE, StageReferences(history=history))[0]
         return decision.status == "fail"
 
 

@@ -24,7 +24,17 @@ from gate.core.cases import fingerprint as golden_fingerprint
 from gate.core.cases import groups
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.records import history_summary, mismatched, window
-from gate.core.report import EXIT_CODES, SCHEMA_VERSION, HistoryEntry, Reference, Report, StageMeasurement, StageResult
+from gate.core.report import (
+    EXIT_CODES,
+    SCHEMA_VERSION,
+    BaselineInfo,
+    HistoryEntry,
+    Reference,
+    Report,
+    RunInfo,
+    StageMeasurement,
+    StageResult,
+)
 from gate.core.verdict import StageReferences, decide_verdict, gate_stage, run_errors, trap_warning
 from gate.io.golden import load_golden_set
 from gate.io.history import HistoryStore, LocalHistoryStore
@@ -115,28 +125,10 @@ def _skipped(reason: str) -> StageMeasurement:
     return {"skipped": reason, "metrics": {}, "samples": [], "not_evaluated": {}, "warnings": []}
 
 
-def evaluate(
-    spec: Spec,
-    cases: Sequence[GoldenCase],
-    outputs: Mapping[str, TargetOutput],
-    context: RunContext,
-    judged: Mapping[str, StageMeasurement] | None = None,
-) -> Report:
-    """The report for one run. Pure: the retrieval stage is measured here (it needs no I/O), ``judged`` holds the
-    judge stages already measured (generation, robustness); every stage is gated the same way."""
-    fingerprints = spec.fingerprints(golden_fingerprint(cases))
+def gate_stages(spec: Spec, measured: Mapping[str, StageMeasurement], context: RunContext, fingerprints: dict[str, str],
+                questions: Mapping[str, str]) -> dict[str, StageResult]:
+    """Every stage gated the same way, against the baseline's stage and the history entries measured the same way."""
     baseline = context.baseline
-    questions = {c.id: c.question for c in cases}
-    case_groups = groups(cases)
-
-    measured: dict[str, StageMeasurement] = {}
-    if spec.retrieval:
-        measured["retrieval"] = retrieval_stage(cases, outputs, spec.retrieval_metrics(), spec.retrieval.get("match", {}),
-                                                  case_groups, reference_k(spec))
-    else:
-        measured["retrieval"] = _skipped("not configured in the spec")
-    measured.update(judged or {})
-
     stages: dict[str, StageResult] = {}
     for name, stage in measured.items():
         differs = baseline is not None and bool(mismatched(baseline, fingerprints, name))
@@ -148,19 +140,67 @@ def evaluate(
         )
         gates = (spec.data["stages"].get(name) or {}).get("gates", {})
         stages[name] = gate_stage(name, stage, gates, refs, questions)
+    return stages
+
+
+def evaluate(
+    spec: Spec,
+    cases: Sequence[GoldenCase],
+    outputs: Mapping[str, TargetOutput],
+    context: RunContext,
+    judged: Mapping[str, StageMeasurement] | None = None,
+) -> Report:
+    """The report for one run. Pure: the retrieval stage is measured here (it needs no I/O), ``judged`` holds the
+    judge stages already measured (generation, robustness); every stage is gated the same way."""
+    fingerprints = spec.fingerprints(golden_fingerprint(cases))
+    case_groups = groups(cases)
+    measured: dict[str, StageMeasurement] = {"retrieval": _skipped("not configured in the spec")}
+    if spec.retrieval:
+        measured["retrieval"] = retrieval_stage(cases, outputs, spec.retrieval_metrics(), spec.retrieval.get("match", {}),
+                                                case_groups, reference_k(spec))
+    measured.update(judged or {})
+    stages = gate_stages(spec, measured, context, fingerprints, {c.id: c.question for c in cases})
 
     warnings: list[str] = []
-    trap = trap_warning(stages, baseline, context.history)
+    trap = trap_warning(stages, context.baseline, context.history)
     if trap:
         warnings.append(trap)
         stages["generation"]["warnings"].append(trap)
-    warnings += context.warnings
-
-    max_error_rate = float(spec.data["max_error_rate"])
     failed = [o.error for o in outputs.values() if o.error is not None]
-    errors = run_errors(stages, len(cases), failed, max_error_rate)
+    errors = run_errors(stages, len(cases), failed, float(spec.data["max_error_rate"]))
     verdict = decide_verdict((s["status"] for s in stages.values()), errors)
-    run: dict[str, Any] = {
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "verdict": verdict,
+        "exit_code": EXIT_CODES[verdict],
+        "errors": errors,
+        "warnings": warnings + list(context.warnings),
+        "tool": {"name": "rag-gate", "version": __version__},
+        "run": _run_info(spec, context),
+        "fingerprints": fingerprints,
+        "golden_set": {
+            "path": str(spec.golden_set_path),
+            "n": len(cases),
+            "by_type": {t: len(ids) for t, ids in case_groups["type"].items()},
+            "by_category": {t: len(ids) for t, ids in case_groups["category"].items()},
+            "by_tag": {t: len(ids) for t, ids in case_groups["tag"].items()},
+        },
+        "target": {"kind": context.target_kind, "k": spec.target_k, "calls": len(cases), "errors": len(failed),
+                   "error_rate": len(failed) / len(cases) if cases else 0.0, "max_error_rate": float(spec.data["max_error_rate"]),
+                   "notes": list(context.target_notes)},
+        "baseline": _baseline_info(spec, context, fingerprints),
+        "stages": stages,
+        "cases": [
+            {"id": c.id, "type": c.type, "retrieved": [d.id for d in outputs[c.id].retrieved],
+             "answer": outputs[c.id].answer, "latency_ms": outputs[c.id].latency_ms, "error": outputs[c.id].error}
+            for c in cases
+        ],
+        "history": history_summary(context.history),
+    }
+
+
+def _run_info(spec: Spec, context: RunContext) -> RunInfo:
+    run: RunInfo = {
         "created_at": context.created_at,
         "config": str(spec.path),
         "commit": context.commit,
@@ -170,43 +210,20 @@ def evaluate(
     }
     if context.pull_request is not None:
         run["pr"], run["head_sha"] = context.pull_request
-    calls = len(cases)
+    return run
+
+
+def _baseline_info(spec: Spec, context: RunContext, fingerprints: dict[str, str]) -> BaselineInfo:
+    baseline = context.baseline
     return {
-        "schema_version": SCHEMA_VERSION,
-        "verdict": verdict,
-        "exit_code": EXIT_CODES[verdict],
-        "errors": errors,
-        "warnings": warnings,
-        "tool": {"name": "rag-gate", "version": __version__},
-        "run": run,  # type: ignore[typeddict-item]
-        "fingerprints": fingerprints,
-        "golden_set": {
-            "path": str(spec.golden_set_path),
-            "n": len(cases),
-            "by_type": {t: len(ids) for t, ids in case_groups["type"].items()},
-            "by_category": {t: len(ids) for t, ids in case_groups["category"].items()},
-            "by_tag": {t: len(ids) for t, ids in case_groups["tag"].items()},
-        },
-        "target": {"kind": context.target_kind, "k": spec.target_k, "calls": calls, "errors": len(failed),
-                   "error_rate": len(failed) / calls if calls else 0.0, "max_error_rate": max_error_rate,
-                   "notes": list(context.target_notes)},
-        "baseline": {
-            "path": str(spec.baseline_path),
-            "found": baseline is not None,
-            "created_at": baseline["created_at"] if baseline else None,
-            "commit": baseline["commit"] if baseline else None,
-            "fingerprints": baseline["fingerprints"] if baseline else None,
-            "mismatch": mismatched(baseline, fingerprints) if baseline else [],
-            "on_mismatch": spec.data["baseline"]["on_mismatch"],
-            "source": context.baseline_source if baseline else None,
-        },
-        "stages": stages,
-        "cases": [
-            {"id": c.id, "type": c.type, "retrieved": [d.id for d in outputs[c.id].retrieved],
-             "answer": outputs[c.id].answer, "latency_ms": outputs[c.id].latency_ms, "error": outputs[c.id].error}
-            for c in cases
-        ],
-        "history": history_summary(context.history),
+        "path": str(spec.baseline_path),
+        "found": baseline is not None,
+        "created_at": baseline["created_at"] if baseline else None,
+        "commit": baseline["commit"] if baseline else None,
+        "fingerprints": baseline["fingerprints"] if baseline else None,
+        "mismatch": mismatched(baseline, fingerprints) if baseline else [],
+        "on_mismatch": spec.data["baseline"]["on_mismatch"],
+        "source": context.baseline_source if baseline else None,
     }
 
 

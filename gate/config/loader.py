@@ -19,16 +19,23 @@ import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from gate.config.checks import check_semantics
 from gate.config.spec import Spec
 from gate.config.yamlfile import line_of, load_yaml
 from gate.core.errors import InputError, InputErrors, KeyPath, key_path
+from gate.io.schema import SchemaValidator, best_branch_error, describe
+
+if TYPE_CHECKING:
+    import jsonschema
 
 _ENV_REF = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+@cache
+def config_validator() -> SchemaValidator:
+    return SchemaValidator(config_schema())
 
 
 @cache
@@ -79,7 +86,7 @@ def _schema_message(error: jsonschema.ValidationError) -> tuple[KeyPath, str]:
                 return path, f"give exactly one of {', '.join(names)} (found {', '.join(present)})"
             return path, f"needs one of {', '.join(names)}"
         if error.context:
-            return _schema_message(_best_branch_error(error))
+            return _schema_message(best_branch_error(error))
     if error.validator == "pattern" and path and path[-2:-1] == ("metrics",):
         return path, f"unknown metric {error.instance!r}; use hit_rate@k, mrr, recall@k, precision@k, ndcg@k, map, context_recall@k"
     if error.validator == "const":
@@ -89,17 +96,6 @@ def _schema_message(error: jsonschema.ValidationError) -> tuple[KeyPath, str]:
     return path, error.message
 
 
-def _best_branch_error(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
-    """The most useful error among a oneOf's branches.
-
-    A branch whose type the value does not even have explains nothing ("'3 percent' is not of
-    type 'number'" for a key that also takes "3%"), and jsonschema's best_match may pick it:
-    prefer the errors of the branches whose type matches.
-    """
-    fitting = [e for e in error.context if e.validator != "type" or e.relative_path]
-    return jsonschema.exceptions.best_match(fitting or error.context)
-
-
 def _has_env_ref(value: Any) -> bool:
     """True for a string holding a ${NAME} to expand (not an escaped $${NAME})."""
     return isinstance(value, str) and any(not m.group(1) for m in _ENV_REF.finditer(value))
@@ -107,20 +103,10 @@ def _has_env_ref(value: Any) -> bool:
 
 def _rule(error: jsonschema.ValidationError) -> str:
     """The schema rule an error breaks, in words that never quote the value."""
-    v, vv = error.validator, error.validator_value
-    if v == "oneOf" and error.context:
-        return _rule(_best_branch_error(error))
-    if v == "pattern":
-        return f"it must match {vv!r}"
-    if v == "type":
-        return f"it must be of type {vv!r} (an environment variable gives a string)"
-    if v == "minLength":
-        return "it must not be empty"
-    if v == "enum":
-        return f"it must be one of {', '.join(map(repr, vv))}"
-    if v == "const":
-        return f"it must be {vv!r}"
-    return f"it breaks the schema's {v!r} rule"
+    if error.validator == "oneOf" and error.context:
+        error = best_branch_error(error)
+    note = " (an environment variable gives a string)" if error.validator == "type" else ""
+    return f"it {describe(error)}{note}"
 
 
 def _value_at(data: Any, path: KeyPath) -> Any:
@@ -135,10 +121,10 @@ def _value_at(data: Any, path: KeyPath) -> Any:
     return data
 
 
-def _expanded_errors(spec: Spec, validator: jsonschema.Draft202012Validator) -> list[InputError]:
+def _expanded_errors(spec: Spec, validator: SchemaValidator) -> list[InputError]:
     """Schema errors of values that came from ${VARS}, checked after expansion, never showing the value."""
     errors = []
-    for err in validator.iter_errors(spec.data):
+    for err in validator.errors(spec.data):
         at: KeyPath = tuple(err.absolute_path)
         raw = _value_at(spec.raw, at)
         names = sorted({m.group(2) for m in _ENV_REF.finditer(raw) if not m.group(1)}) if isinstance(raw, str) else []
@@ -190,9 +176,9 @@ def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None) -
     if not isinstance(raw, dict):
         raise InputError("the spec must be a YAML mapping (key: value lines)", file=file, line=1)
 
-    validator = jsonschema.Draft202012Validator(config_schema())
+    validator = config_validator()
     errors: list[InputError] = []
-    for err in sorted(validator.iter_errors(raw), key=lambda e: line_of(lines, tuple(e.absolute_path)) or 0):
+    for err in sorted(validator.errors(raw), key=lambda e: line_of(lines, tuple(e.absolute_path)) or 0):
         if _has_env_ref(err.instance):
             continue  # a string holding ${NAME} is checked once expanded (the schema allows ${NAME} in any string)
         at, message = _schema_message(err)

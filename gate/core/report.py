@@ -172,18 +172,13 @@ class RejectionInfo(TypedDict):
 # ---------------------------------------------------------------------------------------------- stages
 
 
-class StageMeasurement(TypedDict, total=False):
-    """What a stage measured, before its gates are applied: every stage returns this shape.
-
-    ``skipped`` set means the stage could not measure anything (no judge, nothing configured);
-    it becomes the stage's ``reason``.
-    """
+class _StageData(TypedDict, total=False):
+    """What every stage carries, measured or gated."""
 
     metrics: Required[dict[str, float]]
     samples: Required[list[CaseResult]]
-    not_evaluated: Required[dict[str, str]]
+    not_evaluated: Required[dict[str, str]]  # metric -> why it was not evaluated
     warnings: Required[list[str]]
-    skipped: str | None
     # retrieval
     n: int
     errored: int
@@ -204,33 +199,22 @@ class StageMeasurement(TypedDict, total=False):
     scored: int
 
 
-class StageResult(TypedDict, total=False):
-    """A stage in report.json: what it measured, its gates and its status."""
+class StageMeasurement(_StageData, total=False):
+    """What a stage measured, before its gates are applied: every stage returns this shape.
+    ``skipped`` set means the stage could not measure anything (no judge, nothing configured); it becomes the
+    stage's ``reason``."""
+
+    skipped: str | None
+
+
+class StageResult(_StageData, total=False):
+    """A stage in report.json: what it measured, its gates, its status, and what got worse against the reference."""
 
     status: Required[Status]
     reason: str  # why the stage was skipped
-    metrics: Required[dict[str, float]]
     gates: Required[list[GateRecord]]
-    samples: Required[list[CaseResult]]
-    not_evaluated: Required[dict[str, str]]
-    warnings: Required[list[str]]
     baseline_metrics: dict[str, float]
     worse_cases: list[WorseCase]
-    n: int
-    errored: int
-    excluded: dict[str, int]
-    breakdown: dict[str, dict[str, GroupMetrics]]
-    reference_k: int
-    sample: SampleInfo
-    judge: JudgeInfo
-    usage: Usage
-    scores: ScoreCounts
-    budget_exceeded: bool
-    self_check: SelfCheck
-    noise: NoiseInfo
-    rejection: RejectionInfo
-    target_calls: int
-    scored: int
 
 
 # ---------------------------------------------------------------------------------------------- report.json

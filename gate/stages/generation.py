@@ -122,18 +122,7 @@ def generation_stage(
         else:
             errors[t.case_id][t.plan.name] = redact(result, secrets)
 
-    samples: list[CaseResult] = [
-        {"id": c.id, "metrics": per_case[c.id], "errors": errors[c.id],
-         "error": "; ".join(f"{m}: {r}" for m, r in errors[c.id].items()) or None}
-        for c in sample
-    ]
-    metrics: dict[str, float] = {}
-    for p in runnable:
-        values = [per_case[c.id][p.name] for c in sample if p.name in per_case[c.id]]
-        if values:
-            metrics[p.name] = math.fsum(values) / len(values)
-        else:
-            not_evaluated[p.name] = "every judged case errored" if sample else "the sample is empty"
+    samples, metrics = aggregate(sample, runnable, per_case, errors, not_evaluated)
     attempted = len(sample) * len(runnable)
     failed = sum(len(e) for e in errors.values())
     usage = client.usage() if client is not None else {"calls": 0}
@@ -154,6 +143,25 @@ def generation_stage(
         stage["self_check"] = self_check(recheck, second, per_case, float(self_cfg.get("max_diff", 0.02)),
                                          self_cfg.get("on_unstable", "warn"))
     return stage
+
+
+def aggregate(sample: Sequence[GoldenCase], runnable: Sequence[MetricPlan], per_case: Mapping[str, dict[str, float]],
+              errors: Mapping[str, dict[str, str]], not_evaluated: dict[str, str]) -> tuple[list[CaseResult], dict[str, float]]:
+    """The per-case results and each metric's mean over the cases that have it (a metric no case has goes into
+    ``not_evaluated`` with the reason)."""
+    samples: list[CaseResult] = [
+        {"id": c.id, "metrics": per_case[c.id], "errors": errors[c.id],
+         "error": "; ".join(f"{m}: {r}" for m, r in errors[c.id].items()) or None}
+        for c in sample
+    ]
+    metrics: dict[str, float] = {}
+    for p in runnable:
+        values = [per_case[c.id][p.name] for c in sample if p.name in per_case[c.id]]
+        if values:
+            metrics[p.name] = math.fsum(values) / len(values)
+        else:
+            not_evaluated[p.name] = "every judged case errored" if sample else "the sample is empty"
+    return samples, metrics
 
 
 def self_check(

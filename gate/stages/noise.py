@@ -16,7 +16,8 @@ import asyncio
 import random
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 from gate.core.catalog import MetricPlan
 from gate.core.model import Answer, GoldenCase, TargetOutput
@@ -145,97 +146,99 @@ async def generate_distractors(cases: Sequence[GoldenCase], contexts: Mapping[st
 # ---------------------------------------------------------------------------------- the test
 
 
-def noise_test(
-    cfg: Mapping[str, Any], plan: MetricPlan, settings: JudgeSettings | None, cases: Sequence[GoldenCase],
-    outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int, cache: ScoreCache,
-    match: Mapping[str, Any], precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
-) -> tuple[list[CaseResult], int, NoiseInfo]:
-    """Per-case noise rows, the number of target calls made, and how the test ran (with its judge usage).
-    ``target`` None: the answers come from ``precomputed`` (a results file's noise.noisy_answer)."""
-    answerable = [c for c in cases if c.answerable and outputs[c.id].error is None]
-    sample = sample_from(cfg.get("sample", {}), answerable)
-    k = int(cfg.get("distractors", 2))
-    position = cfg.get("position", "front")
-    rng = random.Random(int(cfg.get("seed", 0)))
-    contexts = {c.id: list(outputs[c.id].contexts) for c in sample}
-    rows: dict[str, CaseResult] = {c.id: {"id": c.id, "metrics": {}, "error": None} for c in sample}
+@dataclass
+class NoiseRun:
+    """The noise test of one run, as it goes through its three steps."""
 
-    # 1. distractors
+    sample: list[GoldenCase]
+    contexts: dict[str, list[str]]  # case id -> the target's own contexts
+    rows: dict[str, CaseResult]  # case id -> the case's result so far (``error`` set: it stops there)
+    k: int
+    position: str
+    source: str
+    usage: Usage = field(default_factory=lambda: cast(Usage, {}))
+
+    def live(self) -> list[GoldenCase]:
+        return [c for c in self.sample if self.rows[c.id]["error"] is None]
+
+
+def choose_distractors(run: NoiseRun, outputs: Mapping[str, TargetOutput], settings: JudgeSettings | None, cache: ScoreCache,
+                       match: Mapping[str, Any], precomputed: Mapping[str, Mapping[str, Any]] | None,
+                       file_distractors: Mapping[str, list[str]]) -> None:
+    """Step 1: each case's distractors (``distractors`` of its row); a case with none errors."""
     chosen: dict[str, list[Distractor]] = {}
-    generation_usage: Usage = {}
-    source = cfg.get("source", "corpus")
     if precomputed is not None:
-        for c in sample:
+        for c in run.sample:
             chosen[c.id] = [{"id": None, "text": t} for t in precomputed.get(c.id, {}).get("distractors", [])]
-    elif source == "corpus":
+    elif run.source == "corpus":
         pool = corpus_candidates(outputs)
-        for c in sample:
-            chosen[c.id] = [{"id": i, "text": t} for i, t in pick_corpus_distractors(c, contexts[c.id], pool, k, match)]
-    elif source == "file":
-        for c in sample:
-            chosen[c.id] = [{"id": None, "text": t} for t in file_distractors.get(c.id, [])[:k]]
+        for c in run.sample:
+            chosen[c.id] = [{"id": i, "text": t} for i, t in pick_corpus_distractors(c, run.contexts[c.id], pool, run.k, match)]
+    elif run.source == "file":
+        for c in run.sample:
+            chosen[c.id] = [{"id": None, "text": t} for t in file_distractors.get(c.id, [])[: run.k]]
     else:
         assert settings is not None
-        made, generation_usage = asyncio.run(generate_distractors(sample, contexts, k, settings, cache))
-        for c in sample:
+        made, run.usage = asyncio.run(generate_distractors(run.sample, run.contexts, run.k, settings, cache))
+        for c in run.sample:
             got = made[c.id]
             if isinstance(got, str):
-                rows[c.id]["error"] = got
+                run.rows[c.id]["error"] = got
                 chosen[c.id] = []
             else:
                 chosen[c.id] = [{"id": f"generated-{i + 1}", "text": t} for i, t in enumerate(got)]
-    for c in sample:  # precomputed answers need no distractor text (it is optional on the results line)
-        if rows[c.id]["error"] is None and not chosen[c.id] and precomputed is None:
-            rows[c.id]["error"] = "no distractor available for this case"
+    for c in run.sample:  # precomputed answers need no distractor text (it is optional on the results line)
+        if run.rows[c.id]["error"] is None and not chosen[c.id] and precomputed is None:
+            run.rows[c.id]["error"] = "no distractor available for this case"
+        run.rows[c.id]["distractors"] = chosen[c.id]
 
-    # 2. clean and noisy answers
-    live = [c for c in sample if rows[c.id]["error"] is None]
-    calls = 0
+
+def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int,
+                           precomputed: Mapping[str, Mapping[str, Any]] | None, seed: int) -> int:
+    """Step 2: the answer from the case's own contexts and from them with the distractors injected; the target calls made."""
+    live = run.live()
     if precomputed is not None or target is None:
         for c in live:
             pre = (precomputed or {}).get(c.id)
+            row = run.rows[c.id]
             if pre is None:
-                rows[c.id]["error"] = "no noise.noisy_answer for this case in the results file"
+                row["error"] = "no noise.noisy_answer for this case in the results file"
                 continue
-            row = rows[c.id]
             row["clean_answer"] = pre.get("clean_answer", outputs[c.id].answer)
             row["noisy_answer"], row["position"] = pre["noisy_answer"], "(precomputed)"
-    else:
-        noisy_ctx = {c.id: inject(contexts[c.id], [d["text"] or "" for d in chosen[c.id]], position, rng) for c in live}
-        jobs = [(c, contexts[c.id]) for c in live] + [(c, noisy_ctx[c.id]) for c in live]
-        answers = answer_all(target, jobs, concurrency)
-        calls = len(jobs)
-        for i, c in enumerate(live):
-            clean, noisy = answers[i], answers[len(live) + i]
-            bad = clean.error or noisy.error
-            if bad:
-                rows[c.id]["error"] = f"the target's answer from contexts failed: {bad}"
-                continue
-            row = rows[c.id]
-            row["clean_answer"], row["noisy_answer"], row["position"] = clean.text, noisy.text, position
-    for c in sample:
-        rows[c.id]["distractors"] = chosen.get(c.id, [])
+        return 0
+    rng = random.Random(seed)
+    noisy = {c.id: inject(run.contexts[c.id], [d["text"] or "" for d in run.rows[c.id].get("distractors", [])], run.position, rng)
+             for c in live}
+    jobs = [(c, run.contexts[c.id]) for c in live] + [(c, noisy[c.id]) for c in live]
+    answers = answer_all(target, jobs, concurrency)
+    for i, c in enumerate(live):
+        clean, dirty, row = answers[i], answers[len(live) + i], run.rows[c.id]
+        bad = clean.error or dirty.error
+        if bad:
+            row["error"] = f"the target's answer from contexts failed: {bad}"
+            continue
+        row["clean_answer"], row["noisy_answer"], row["position"] = clean.text, dirty.text, run.position
+    return len(jobs)
 
-    # 3. correctness of both answers
+
+def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings | None, cache: ScoreCache, threshold: float) -> Usage:
+    """Step 3: both answers scored against ground_truth (cached; identical answers judged once); the judge usage."""
     engines, client = build_engines({plan.engine}, settings, {"correctness": CORRECTNESS_CRITERION})
     engine = engines[plan.engine]
-    threshold = float(cfg.get("correctness", {}).get("threshold", 0.5))
     model = settings.model if settings and plan.engine != "offline" else ""
     tasks: list[Task] = []
-    for c in sample:
-        row = rows[c.id]
-        if row["error"] is not None:
-            continue
+    for c in run.live():
+        row = run.rows[c.id]
         if not c.ground_truth:
             row["error"] = "the golden case has no ground_truth to judge correctness against"
             continue
         # correctness is judged against ground_truth; both answers get the same (clean) contexts so that
         # identical answers share one cache entry and one judge call
-        for which in ("clean", "noisy"):
-            answer = row["clean_answer"] if which == "clean" else row["noisy_answer"]
-            item = JudgeInput(question=c.question, answer=answer or "", contexts=tuple(contexts[c.id]), reference=c.ground_truth)
+        for which, answer in (("clean", row.get("clean_answer")), ("noisy", row.get("noisy_answer"))):
+            item = JudgeInput(question=c.question, answer=answer or "", contexts=tuple(run.contexts[c.id]), reference=c.ground_truth)
             tasks.append(Task(f"{c.id}\x00{which}", plan, item, task_key(cache, engine, plan, settings, item)))
-    cached, todo = split_cached(tasks, cache)  # identical clean and noisy answers: judged once
+    cached, todo = split_cached(tasks, cache)
 
     async def judge_all() -> dict[int, float | str]:
         try:
@@ -246,10 +249,8 @@ def noise_test(
     fresh = asyncio.run(judge_all()) if todo else {}
     by_key: dict[str, float | str] = {**cached, **store_judged(todo, fresh, cache, model)}
     scores = {t.case_id: by_key[t.key] for t in tasks}
-    for c in sample:
-        row = rows[c.id]
-        if row["error"] is not None:
-            continue
+    for c in run.live():
+        row = run.rows[c.id]
         for which in ("clean", "noisy"):
             score = scores.get(f"{c.id}\x00{which}")
             if isinstance(score, float):
@@ -259,8 +260,32 @@ def noise_test(
                 row["error"] = f"judging the {which} answer failed: {score}"
         if row["error"] is None:
             row["flipped"] = bool(row["clean_correct"] and not row["noisy_correct"])
-    usage: NoiseInfo = {**merge_usage(client.usage() if client is not None else {"calls": 0}, generation_usage),  # type: ignore[typeddict-item]
-                        "method": "judge" if plan.engine != "offline" else "offline (token F1 with ground_truth)",
-                        "threshold": threshold, "source": "precomputed" if precomputed is not None else source,
-                        "distractors": k, "position": position, "cache_hits": len(tasks) - len(todo), "cache_misses": len(todo)}
-    return [rows[c.id] for c in sample], calls, usage
+    usage = merge_usage(client.usage() if client is not None else {"calls": 0})
+    usage.update({"cache_hits": len(tasks) - len(todo), "cache_misses": len(todo)})
+    return usage
+
+
+def noise_test(
+    cfg: Mapping[str, Any], plan: MetricPlan, settings: JudgeSettings | None, cases: Sequence[GoldenCase],
+    outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int, cache: ScoreCache,
+    match: Mapping[str, Any], precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
+) -> tuple[list[CaseResult], int, NoiseInfo]:
+    """Per-case noise rows, the number of target calls made, and how the test ran (with its judge usage).
+    ``target`` None: the answers come from ``precomputed`` (a results file's noise.noisy_answer)."""
+    answerable = [c for c in cases if c.answerable and outputs[c.id].error is None]
+    sample = sample_from(cfg.get("sample", {}), answerable)
+    run = NoiseRun(sample=sample, contexts={c.id: list(outputs[c.id].contexts) for c in sample},
+                   rows={c.id: {"id": c.id, "metrics": {}, "error": None} for c in sample}, k=int(cfg.get("distractors", 2)),
+                   position=cfg.get("position", "front"), source=cfg.get("source", "corpus"))
+    choose_distractors(run, outputs, settings, cache, match, precomputed, file_distractors)
+    calls = answer_clean_and_noisy(run, outputs, target, concurrency, precomputed, int(cfg.get("seed", 0)))
+    threshold = float(cfg.get("correctness", {}).get("threshold", 0.5))
+    judged = judge_correctness(run, plan, settings, cache, threshold)
+    info: NoiseInfo = {**merge_usage(judged, run.usage), "cache_hits": judged.get("cache_hits", 0),  # type: ignore[typeddict-item]
+                       "cache_misses": judged.get("cache_misses", 0),
+                       "method": "judge" if plan.engine != "offline" else "offline (token F1 with ground_truth)",
+                       "threshold": threshold, "source": "precomputed" if precomputed is not None else run.source,
+                       "distractors": run.k, "position": run.position}
+    for c in sample:
+        run.rows[c.id].setdefault("distractors", [])
+    return [run.rows[c.id] for c in sample], calls, info

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gate.core.catalog import NOISE_METRICS
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.rejection import DEFAULT_REFUSAL_PHRASES, detect_refusal, rejection_part
-from gate.core.report import CaseResult, StageMeasurement, Usage
+from gate.core.report import CaseResult, NoiseInfo, StageMeasurement, Usage
 from gate.judges import JudgeSettings
 from gate.stages.judging import judge_settings, merge_usage
 from gate.stages.noise import correctness_plan, noise_test
@@ -55,6 +55,42 @@ async def classify_refusals(rows: Sequence[tuple[GoldenCase, str]], settings: Ju
         await client.aclose()
 
 
+def _noise(cfg: Mapping[str, Any], settings: JudgeSettings | None, why_not: str | None, cases: Sequence[GoldenCase],
+           outputs: Mapping[str, TargetOutput], target: Any, cache: ScoreCache, match: Mapping[str, Any],
+           precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
+           metrics: dict[str, float], not_evaluated: dict[str, str]) -> tuple[list[CaseResult], int, NoiseInfo | None]:
+    """The noise test, when it can run: its rows, target calls and how it ran; its metrics (or why not) go into
+    ``metrics`` and ``not_evaluated``."""
+    plan = correctness_plan(cfg)
+    can_answer = hasattr(target, "answer_from") and (getattr(target, "contexts_function", True) is not None)
+    reason = None
+    if plan.engine != "offline" and settings is None:
+        reason = f"not evaluated: the judge is needed for correctness and {why_not}"
+    elif cfg.get("source") == "generated" and settings is None:
+        reason = f"not evaluated: generated distractors need the judge and {why_not}"
+    elif not can_answer and not precomputed:
+        reason = CANNOT_INJECT
+    if reason:
+        not_evaluated.update(dict.fromkeys(NOISE_METRICS, reason))
+        return [], 0, None
+    samples, calls, noise = noise_test(cfg, plan, settings, cases, outputs, target if can_answer else None,
+                                       int(getattr(target, "concurrency", 1)), cache, match,
+                                       precomputed if not can_answer else None, file_distractors)
+    clean = [s for s in samples if s.get("clean_correct") is not None and s.get("noisy_correct") is not None]
+    if not clean:
+        not_evaluated.update(dict.fromkeys(NOISE_METRICS, "every sampled case errored"))
+        return samples, calls, noise
+    clean_ok = sum(s["clean_correct"] for s in clean)
+    noisy_ok = sum(s["noisy_correct"] for s in clean)
+    metrics["clean_accuracy"] = clean_ok / len(clean)
+    metrics["noisy_accuracy"] = noisy_ok / len(clean)
+    if clean_ok:
+        metrics["noise_robustness"] = noisy_ok / clean_ok
+    else:
+        not_evaluated["noise_robustness"] = "no clean answer was correct: the ratio is undefined"
+    return samples, calls, noise
+
+
 def robustness_stage(
     cfg: Mapping[str, Any],
     judge: Mapping[str, Any] | None,
@@ -78,38 +114,11 @@ def robustness_stage(
     noise_cfg = cfg.get("noise")
     samples: list[CaseResult] = []
     if noise_cfg:
-        plan = correctness_plan(noise_cfg)
-        can_answer = hasattr(target, "answer_from") and (getattr(target, "contexts_function", True) is not None)
-        reason = None
-        if plan.engine != "offline" and settings is None:
-            reason = f"not evaluated: the judge is needed for correctness and {why_not}"
-        elif noise_cfg.get("source") == "generated" and settings is None:
-            reason = f"not evaluated: generated distractors need the judge and {why_not}"
-        elif not can_answer and not precomputed:
-            reason = CANNOT_INJECT
-        if reason:
-            for m in NOISE_METRICS:
-                not_evaluated[m] = reason
-        else:
-            samples, calls, noise = noise_test(noise_cfg, plan, settings, cases, outputs, target if can_answer else None,
-                                               int(getattr(target, "concurrency", 1)), cache, match or {},
-                                               precomputed if not can_answer else None, file_distractors or {})
-            target_calls += calls
+        samples, target_calls, noise = _noise(noise_cfg, settings, why_not, cases, outputs, target, cache, match or {},
+                                              precomputed, file_distractors or {}, metrics, not_evaluated)
+        if noise is not None:
             stage["noise"] = noise
             stage["usage"] = merge_usage(noise)
-            clean = [s for s in samples if s.get("clean_correct") is not None and s.get("noisy_correct") is not None]
-            if clean:
-                clean_ok = sum(s["clean_correct"] for s in clean)
-                noisy_ok = sum(s["noisy_correct"] for s in clean)
-                metrics["clean_accuracy"] = clean_ok / len(clean)
-                metrics["noisy_accuracy"] = noisy_ok / len(clean)
-                if clean_ok:
-                    metrics["noise_robustness"] = noisy_ok / clean_ok
-                else:
-                    not_evaluated["noise_robustness"] = "no clean answer was correct: the ratio is undefined"
-            else:
-                for m in NOISE_METRICS:
-                    not_evaluated[m] = "every sampled case errored"
 
     rej_cfg = cfg.get("rejection", {})
     judged: dict[str, bool] = {}
