@@ -114,7 +114,9 @@ def cmd_history_record(args: argparse.Namespace) -> int:
     store.append(entry_from_report(report, branch=args.branch or os.environ.get("GITHUB_REF_NAME") or None))
     entries = store.read()
     for warning in store.warnings:
-        print(f"rag-gate: warning: {warning} (kept in the file)", file=sys.stderr)
+        from gate.render.console import log_safe
+
+        print(log_safe(f"rag-gate: warning: {warning} (kept in the file)"), file=sys.stderr)
     print(f"recorded {path} in {spec.history_path} ({len(entries)} entries)")
     return EXIT_PASS
 
@@ -130,9 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_history_record(args)
         return cmd_baseline_update(args)
     except RagGateError as exc:
-        print(f"rag-gate: {exc.message}", file=sys.stderr)
+        from gate.render.console import log_safe
+
+        print(log_safe(f"rag-gate: {exc.message}"), file=sys.stderr)  # a message may quote a file or a target's answer
         if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
+            print(log_safe(f"hint: {exc.hint}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("rag-gate: interrupted", file=sys.stderr)
@@ -140,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: say so briefly; the traceback only on request
         if os.environ.get("RAG_GATE_DEBUG"):
             raise
-        print(f"rag-gate: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        from gate.render.console import log_safe
+
+        print(log_safe(f"rag-gate: internal error: {type(exc).__name__}: {exc}"), file=sys.stderr)
         print("hint: set RAG_GATE_DEBUG=1 for the traceback, and please report it", file=sys.stderr)
         return EXIT_ERROR

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from gate import __version__
 from gate.config.loader import load_spec
@@ -24,6 +24,7 @@ from gate.core.cases import fingerprint as golden_fingerprint
 from gate.core.cases import groups
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.records import history_summary, mismatched, window
+from gate.core.redact import Redactor
 from gate.core.report import (
     EXIT_CODES,
     SCHEMA_VERSION,
@@ -114,7 +115,7 @@ def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, T
             files = load_distractor_file(spec.resolve(noise["file"])) if noise.get("source") == "file" and noise.get("file") else {}
             judged["robustness"] = robustness_stage(
                 cfg, spec.data.get("judge"), cases, outputs, target, cache, match=(spec.retrieval or {}).get("match", {}),
-                precomputed=getattr(target, "noise", None), file_distractors=files,
+                precomputed=getattr(target, "noise", None), file_distractors=files, secrets=spec.secrets,
             )
     finally:
         cache.close()  # folds the WAL back into the one file that CI caches carry
@@ -240,6 +241,7 @@ class RunOptions:
     commit: str | None = None
     pull_request: tuple[int | None, str | None] | None = None  # (number, head commit), recorded in report.run
     use_cache: bool = True
+    secrets: Sequence[str] = ()  # secrets the run knows besides the spec's (the action's GitHub token)
     history_store: HistoryStore | None = None  # default: the spec's local history file
     choose_baseline: BaselineChooser | None = None  # picks the baseline from the history; None: the committed file
     on_start: Callable[[int, str], None] | None = None
@@ -284,7 +286,8 @@ def run(config: str, options: RunOptions | None = None) -> Report:
         context = RunContext(created_at=options.now(), commit=options.commit, duration_s=time.perf_counter() - started,
                              baseline=baseline, baseline_source=source, history=history, warnings=store.warnings,
                              target_kind=target.kind, target_notes=notes, pull_request=options.pull_request)
-        return evaluate(spec, cases, outputs, context, judged)
+        # one place for the report: no output can hold a secret the target or a judge echoed
+        return cast(Report, Redactor([*spec.secrets, *options.secrets]).document(evaluate(spec, cases, outputs, context, judged)))
 
 
 @contextmanager

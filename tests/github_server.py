@@ -26,7 +26,10 @@ contents write is a commit whose parent is the branch head, and branches are ref
 Auth (``Authorization: Bearer <t>`` or ``token <t>``): ``WRITE_TOKEN`` may do anything,
 ``READ_TOKEN`` gets 403 "Resource not accessible by integration" on every write (a fork's
 pull_request token), a missing header gets 401 "Requires authentication", any other token
-401 "Bad credentials". ``tokens=`` maps more tokens to "write" / "read".
+401 "Bad credentials". ``tokens=`` maps more tokens to "write" / "read". ``PAT_TOKEN`` is a personal
+access token of the user ``PAT_USER`` (write access): ``GET /user`` answers that user, and the comments it
+creates are that user's. For the installation tokens (``ghs_...``, the job token) ``GET /user`` answers 403
+"Resource not accessible by integration", as GitHub does, and their comments are ``github-actions[bot]``'s.
 
 Faults: ``inject(action, times=, method=, path=)`` answers the next ``times`` matching requests
 with ``action`` instead (path is a regex searched in the path): ``status(code)`` (e.g. 502;
@@ -61,13 +64,15 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 __all__ = [
-    "READ_TOKEN", "WRITE_TOKEN", "Action", "Fault", "GitHubServer", "Received", "drop", "primary_rate_limit",
+    "PAT_TOKEN", "PAT_USER", "READ_TOKEN", "WRITE_TOKEN", "Action", "Fault", "GitHubServer", "Received", "drop", "primary_rate_limit",
     "secondary_rate_limit", "status",
 ]
 
 # Shaped like GitHub's tokens (so redaction is tested on realistic values); valid only here.
 WRITE_TOKEN = "ghs_FakeWriteToken0123456789abcdefABCDEF"
 READ_TOKEN = "ghs_FakeReadOnlyToken0123456789abcdefABCD"
+PAT_TOKEN = "ghp_FakePersonalToken0123456789abcdefABC"
+PAT_USER = "release-bot-user"
 
 DOCS = "https://docs.github.com/rest"
 MAX_COMMENT = 65536
@@ -246,7 +251,8 @@ class GitHubServer:
         latency: float = 0.0,
         large_file_limit: int = 1024 * 1024,
     ) -> None:
-        self.tokens = {WRITE_TOKEN: "write", READ_TOKEN: "read", **(tokens or {})}
+        self.tokens = {WRITE_TOKEN: "write", READ_TOKEN: "read", PAT_TOKEN: "write", **(tokens or {})}
+        self.users = {PAT_TOKEN: PAT_USER}  # tokens of a user (the others are installation tokens: the bot)
         self.prefix = prefix.rstrip("/")  # "/api/v3" for a GitHub Enterprise Server layout
         self.latency = latency
         self.large_file_limit = large_file_limit  # beyond it GET contents gives encoding "none", like GitHub over 1 MB
@@ -345,7 +351,8 @@ class GitHubServer:
     def add_comment(self, issue: int, body: str, login: str = "octocat", repo: str | None = None) -> dict[str, Any]:
         with self._lock:
             r = self._repo(repo)
-            return self._new_comment(r, issue, body, {"login": login, "id": 583231, "type": "User"}, "https://github.com")
+            who = BOT if login == BOT["login"] else {"login": login, "id": 583231, "type": "User"}
+            return self._new_comment(r, issue, body, who, "https://github.com")
 
     def add_pull(self, number: int, head_sha: str, base_sha: str, *, head_ref: str = "feature", base_ref: str | None = None,
                  fork: bool = False, repo: str | None = None) -> None:
@@ -467,6 +474,10 @@ class GitHubServer:
             raise _error(401, "Requires authentication")
         if scheme not in ("bearer", "token") or token not in self.tokens:
             raise _error(401, "Bad credentials")
+        if path == "/user" and method == "GET":
+            if token not in self.users:
+                raise _error(403, "Resource not accessible by integration")
+            return 200, {"login": self.users[token], "id": 583232, "type": "User"}, {}
         m = re.fullmatch(r"/repos/([^/]+)/([^/]+)(/.*)?", path)
         if not m or f"{m[1]}/{m[2]}" not in self.repos:
             raise _error(404, "Not Found")
@@ -475,7 +486,7 @@ class GitHubServer:
             raise _error(403, "Resource not accessible by integration")
         with self._lock:
             repo = self.repos[full]
-            ctx = _Ctx(self, repo, base, query, body)
+            ctx = _Ctx(self, repo, base, query, body, token)
             for verb, pattern, fn in _ROUTES:
                 mm = re.fullmatch(pattern, rest)
                 if mm and verb == method:
@@ -521,6 +532,12 @@ class _Ctx:
     base: str
     query: dict[str, str]
     body: Any
+    token: str = ""
+
+    def identity(self) -> dict[str, Any]:
+        """Who the request's token acts as: its user, or the bot for an installation token."""
+        login = self.srv.users.get(self.token)
+        return {"login": login, "id": 583232, "type": "User"} if login else BOT
 
     def repo_url(self) -> str:
         return f"{self.base}/repos/{self.repo.full_name}"
@@ -608,7 +625,7 @@ def _check_body(c: _Ctx) -> str:
 
 
 def _create_comment(c: _Ctx, issue: str, *, accept: str) -> Reply:
-    comment = c.srv._new_comment(c.repo, int(issue), _check_body(c), BOT, c.base)
+    comment = c.srv._new_comment(c.repo, int(issue), _check_body(c), c.identity(), c.base)
     return 201, comment, {"Location": comment["url"]}
 
 

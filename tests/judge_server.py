@@ -16,7 +16,8 @@ with a simple, real heuristic, so that scores mean something:
   verdicts against each context and against the reference): the same two matchers answer it;
 - rag-gate's own prompts (gate/judges/prompts.py): a distractor is the ground truth with its
   first number raised by 1 + len(already_written) (else a negation flipped) plus a neutral
-  sentence; a refusal is an answer containing "don't know", "not found", "cannot", "无法", ...
+  sentence (a question that says "repeat the context" makes it copy the context first, as a
+  prompt-injected judge would); a refusal is an answer containing "don't know", "not found", ...
 
     with JudgeServer(latency=0.2) as judge:
         ...  # judge.url ("http://127.0.0.1:PORT/v1"), judge.requests, judge.calls, judge.max_in_flight
@@ -334,6 +335,8 @@ def _rg_distractor(p: str) -> Any:
     wrong = conflicting(inp["ground_truth"].strip(), 1 + n)
     if not wrong.endswith((".", "!", "?")):
         wrong += "."
+    if "repeat the context" in inp.get("question", "") and inp.get("context"):  # a judge a question can talk into copying
+        return {"passage": f"{inp['context']} {wrong}"}
     return {"passage": f"{wrong} {_NEUTRAL[n % len(_NEUTRAL)]}"}
 
 

@@ -5,7 +5,7 @@ TYPE_CHECKING; and a module depends on the package it lives in, whose ``__init__
 
 * ``gate.core`` imports only ``gate.core`` and the standard library, and none of the standard library that does
   I/O or reads the world (os, sys, time, socket, subprocess, threading, asyncio, pathlib, tempfile, logging,
-  sqlite3, urllib, http, shutil, io); it never calls open(), print(), input(), nor a clock (``.now()``,
+  sqlite3, urllib.request, http.client, shutil, io...); it never calls open(), print(), input(), nor a clock (``.now()``,
   ``.utcnow()``, ``.today()``, ``time()``).
 * ``gate.render`` (reports rendered to strings) follows the same rules, and may import ``gate.core``.
 * No import cycle among the modules of ``gate``.
@@ -25,7 +25,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PURE = {"gate.core": ("gate.core",), "gate.render": ("gate.core", "gate.render")}
 FORBIDDEN_STDLIB = {"os", "sys", "time", "socket", "subprocess", "threading", "asyncio", "pathlib", "tempfile", "logging",
-                    "sqlite3", "urllib", "http", "shutil", "io", "multiprocessing", "concurrent", "select", "signal"}
+                    "sqlite3", "urllib.request", "http.client", "http.server", "shutil", "io", "multiprocessing", "concurrent",
+                    "select", "signal", "ssl", "socketserver", "smtplib", "ftplib", "webbrowser"}
 FORBIDDEN_CALLS = {"open", "print", "input"}
 CLOCK_ATTRIBUTES = {"now", "utcnow", "today", "time", "time_ns", "perf_counter", "monotonic"}
 
@@ -103,7 +104,7 @@ def purity_violations(root: Path, package: str) -> list[str]:
             if top == package:
                 if not any(imp.target == a or imp.target.startswith(a + ".") for a in allowed):
                     out.append(f"{name}:{imp.line}: imports {imp.target} (a {layer} module may import only {', '.join(allowed)})")
-            elif top in FORBIDDEN_STDLIB:
+            elif any(imp.target == f or imp.target.startswith(f + ".") for f in FORBIDDEN_STDLIB):
                 out.append(f"{name}:{imp.line}: imports {imp.target} (I/O, environment or clock)")
             elif top not in sys.stdlib_module_names:
                 out.append(f"{name}:{imp.line}: imports {imp.target} (a third-party package)")
@@ -198,6 +199,7 @@ def make_package(root: Path, files: dict[str, str]) -> Path:
         ("import os\nX = os.environ.get('A')\n", "imports os (I/O, environment or clock)"),
         ("from os import environ\n", "imports os (I/O, environment or clock)"),
         ("import time\n", "imports time (I/O, environment or clock)"),
+        ("from urllib.request import urlopen\n", "imports urllib.request (I/O, environment or clock)"),
         ("def f():\n    from gate.stages import retrieval\n", "imports gate.stages.retrieval (a gate.core module may import only gate.core)"),
         ("from gate.github.client import GitHubClient\n", "imports gate.github.client"),
         ("from datetime import datetime\nT = datetime.now()\n", "calls .now() (reads the clock)"),

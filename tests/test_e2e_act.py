@@ -6,8 +6,8 @@ over HTTP and a GitHub API server on 127.0.0.1 (tests/github_server.py):
   a fork's read-only token skips the comment and still fails the job;
 - record.yml (push to main): the run lands on the history branch, a read-only token fails the job
   and names the permission, and a PR based on that commit gates against that entry;
-- comment.yml (workflow_run): the fork-safe follow-up comments for a fork's PR from its report and
-  refuses a report whose head commit is not the run's;
+- comment.yml (workflow_run): the fork-safe follow-up comments for a fork's PR from its report,
+  refuses a report whose head commit is not the run's, and posts a hostile report as text only;
 - record-x10.yml: ten record jobs at once end with ten history entries;
 - judge.yml: the judge stages (ragas and deepeval as pinned in the image) judge through
   JUDGE_BASE_URL (tests/judge_server.py) with the key from a secret, masked in the log;
@@ -193,7 +193,8 @@ def test_a_forks_pr_is_commented_by_the_workflow_run_follow_up_under_act(act: st
 
         def follow_up(head: str) -> tuple[int, dict[str, str], str]:
             ev = {"action": "completed", "repository": {"full_name": "owner/repo", "default_branch": "main"},
-                  "workflow_run": {"id": 99, "head_sha": head, "event": "pull_request", "conclusion": "success"}}
+                  "workflow_run": {"id": 99, "head_sha": head, "event": "pull_request", "conclusion": "success",
+                                   "head_repository": {"full_name": "owner/repo"}}}
             return run_act(act, repo, gh, rag_url, event_name="workflow_run", workflow="comment.yml", event=ev, bind=True)
 
         # a workflow_run whose head is not the report's: refused, nothing posted
@@ -205,6 +206,22 @@ def test_a_forks_pr_is_commented_by_the_workflow_run_follow_up_under_act(act: st
         assert code == 0 and out.get("verdict") == "pass" and out["_job"] == "success", log[-3000:]
         (comment,) = gh.comments(22, "owner/repo")
         assert "<!-- rag-gate:comment" in comment["body"] and "hit_rate@5" in comment["body"]
+        # a hostile artifact (every string the schema lets through is markup, mentions, links; the verdict forged):
+        # the same job posts text only, with the headline the gate decisions give
+        from tests.security.markup import headline, inert_problems
+        from tests.security.test_attack_artifact import hostile
+
+        original = json.loads(report.read_text())
+        bad, replaced = hostile(original)
+        bad["run"].update(pr=22, head_sha=fork_head, comment_id="default")
+        bad["verdict"], bad["exit_code"] = "fail", 1  # forged: the gates all passed
+        assert replaced > 300
+        (artifact / "rag-gate-report.json").write_text(json.dumps(bad), encoding="utf-8")
+        code, out, log = follow_up(fork_head)
+        assert code == 0 and out["_job"] == "success" and out.get("verdict") == "pass", log[-3000:]
+        (comment,) = gh.comments(22, "owner/repo")
+        assert comment["body"].count("evil.example") > 20 and inert_problems(comment["body"]) == []
+        assert headline(comment["body"]).startswith("✅ rag-gate passed")
 
 
 def test_ten_simultaneous_record_runs_under_act_end_with_ten_entries(act: str, repo: Path, rag_url: str) -> None:

@@ -168,7 +168,7 @@ def test_comment_is_safe_for_untrusted_text(reports: dict[str, dict]) -> None:
         ("a|b", "a\\|b"),
         ("<script>x</script>", "&lt;script&gt;x&lt;/script&gt;"),
         ("hi @octocat", "hi @\u200boctocat"),
-        ("see #42", "see &#35;42"),
+        ("see #42", "see #\u200b42"),  # an entity would be decoded before GitHub links references: not enough
         ("line1\nline2", "line1 line2"),
         ("x" * 200, "x" * 119 + "…"),
     ],

@@ -192,7 +192,11 @@ def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None) -
     errors = check_semantics(spec)
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)
-    spec.data = _expand(data, (), file, lines, spec.secrets, dict(os.environ if env is None else env))
+    environment = dict(os.environ if env is None else env)
+    spec.data = _expand(data, (), file, lines, spec.secrets, environment)
+    key_env = (spec.data.get("judge") or {}).get("api_key_env")
+    if key_env and environment.get(key_env):
+        spec.secrets.append(environment[key_env])  # the judge's key: a secret of the run like any ${NAME}
     errors = _expanded_errors(spec, validator)
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)

@@ -23,7 +23,8 @@ from typing import Any
 
 from gate.core.errors import EXIT_ERROR, EXIT_INPUT, InputError, RagGateError
 from gate.core.report import Report
-from gate.github.commands import action_input, append_file, emit, fail, group, mask_secrets, set_outputs
+from gate.github.commands import action_input, append_file, commands_stopped, emit, fail, group, mask, mask_secrets, set_outputs
+from gate.render import headline_verdict
 
 MODES = ("gate", "record", "report")
 COMMENT_POLICIES = ("always", "on-failure", "never")
@@ -117,7 +118,7 @@ def _main(env: dict[str, str]) -> int:
     if env.get("GITHUB_WORKSPACE"):
         os.chdir(env["GITHUB_WORKSPACE"])
     config = action_input(env, "config", "rag-eval.yml")
-    mask_secrets(env, token, config)  # first: nothing printed before it can show the token
+    masked = mask_secrets(env, token, config)  # first: nothing printed before it can show the token
     ev = event(env)
     policy = action_input(env, "comment", "always")
     mode = action_input(env, "mode") or default_mode(env, ev)
@@ -130,11 +131,14 @@ def _main(env: dict[str, str]) -> int:
     if mode == "report":
         return _report_mode(env, ev, client, policy, report_path)
 
+    from gate.config.loader import load_spec
+
+    mask(load_spec(config).secrets, masked)  # the values the loaded spec reads, however it names them
     pull = ev.get("pull_request") or {}
     pr = pull.get("number")
     base_sha = (pull.get("base") or {}).get("sha")
     head_sha = (pull.get("head") or {}).get("sha") or (None if pull else env.get("GITHUB_SHA"))
-    options = RunOptions(commit=env.get("GITHUB_SHA"), pull_request=(pr, head_sha))
+    options = RunOptions(commit=env.get("GITHUB_SHA"), pull_request=(pr, head_sha), secrets=[token] if token else [])
     store = None
     if client is not None:
         from gate.github.history import ReadTolerant, RepoHistoryStore, baseline_chooser
@@ -144,7 +148,7 @@ def _main(env: dict[str, str]) -> int:
         options = replace(options, history_store=ReadTolerant(store) if mode == "gate" else store,
                           choose_baseline=baseline_chooser(client, base_sha))
     outputs = Outputs(report_path, str(Path(report_path).with_suffix(".md")), str(Path(report_path).with_suffix(".xml")))
-    with group("rag-gate: run"):
+    with group("rag-gate: run"), commands_stopped():  # the run prints answers, ids and error bodies: never a command
         report = run_and_write(config, outputs, options, show_progress=False)
     code = report["exit_code"]
     append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
@@ -175,7 +179,8 @@ def _client(env: Mapping[str, str], token: str) -> Any:
         return None
     from gate.github.client import GitHubClient
 
-    return GitHubClient(env.get("GITHUB_API_URL", "https://api.github.com"), token, env["GITHUB_REPOSITORY"])
+    return GitHubClient(env.get("GITHUB_API_URL", "https://api.github.com"), token, env["GITHUB_REPOSITORY"],
+                        author=action_input(env, "comment-author") or None)
 
 
 def _record(env: Mapping[str, str], store: Any, report: Report) -> bool:
@@ -222,10 +227,15 @@ def _report_mode(env: Mapping[str, str], ev: Mapping[str, Any], client: Any, pol
         raise InputError(f"report is larger than {REPORT_ARTIFACT_LIMIT // (1024 * 1024)} MiB: refusing it", file=report_path)
     report: Report = check_document(load_json(path, "report artifact"), "report", file=report_path)
     run = report["run"]
-    head = (ev.get("workflow_run") or {}).get("head_sha")
+    workflow_run = ev.get("workflow_run") or {}
+    head = workflow_run.get("head_sha")
+    head_repo = (workflow_run.get("head_repository") or {}).get("full_name")
     pr = run.get("pr")
     if not isinstance(head, str) or not head:
         raise InputError("the event has no workflow_run.head_sha: mode report runs in a workflow_run job", key="GITHUB_EVENT_PATH")
+    if not isinstance(head_repo, str) or not head_repo:
+        raise InputError("the event has no workflow_run.head_repository: mode report runs in a workflow_run job",
+                         key="GITHUB_EVENT_PATH")
     if not isinstance(pr, int) or isinstance(pr, bool) or pr <= 0:
         raise InputError("the report names no pull request (it was not made by a pull_request run)", file=report_path, key="run.pr")
     if run.get("head_sha") != head:
@@ -235,13 +245,17 @@ def _report_mode(env: Mapping[str, str], ev: Mapping[str, Any], client: Any, pol
         raise InputError("run.comment_id must match [A-Za-z0-9_.-]+", file=report_path, key="run.comment_id")
     if client is None:
         raise InputError("mode report needs a github-token that can write pull-request comments", key="input github-token")
-    current = client.pull_head_sha(pr)
-    if current != head:
-        now = "does not exist" if current is None else f"is now {current[:12]}"
+    current = client.pull_head(pr)
+    if current is None or current[0] != head:
+        now = "does not exist" if current is None else f"is now {current[0][:12]}"
         raise InputError(f"pull request #{pr}'s head {now}, not {head[:12]}: refusing to comment on it", file=report_path, key="run.pr")
+    if current[1] != head_repo:
+        raise InputError(f"pull request #{pr}'s head is in {current[1] or 'a deleted repository'!r}, not in {head_repo!r} where the "
+                         "workflow run ran: refusing to comment on it", file=report_path, key="run.pr")
     append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
     _comment(client, pr, report, policy)
-    set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": headline(report)})
+    # the verdict the comment shows: recomputed from the gate decisions, never the artifact's own string
+    set_outputs(env, {"verdict": headline_verdict(report), "report": report_path, "metrics": headline(report)})
     return 0  # the pull_request job's check carries the verdict; this job only comments
 
 

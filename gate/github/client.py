@@ -26,10 +26,11 @@ from urllib.parse import quote, urlsplit
 import requests
 
 from gate.core.errors import InputError, RunError
-from gate.core.redact import redact
+from gate.core.redact import Redactor
 from gate.io.http import retry_after_s
 
 DEFAULT_API_URL = "https://api.github.com"
+JOB_TOKEN_AUTHOR = "github-actions[bot]"  # who the job token (GITHUB_TOKEN) acts as
 API_VERSION = "2022-11-28"
 WRITE_HINT = ("give the job `permissions: pull-requests: write` (for the comment) and `contents: write` (for the history); "
               "a pull request from a fork only gets a read-only token: use the fork-safe workflow_run pattern in the README")
@@ -74,13 +75,14 @@ class GitHubClient:
     """GitHub's REST API for one repository. ``sleep`` is injectable so tests never really wait."""
 
     def __init__(self, api_url: str | None, token: str, repository: str, *, timeout: float = 30.0, max_retries: int = 4,
-                 max_wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:
+                 max_wait: float = 60.0, sleep: Callable[[float], None] = time.sleep, author: str | None = None) -> None:
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", repository or ""):
             raise InputError(f"{repository!r} is not an owner/name repository", key="GITHUB_REPOSITORY")
         self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
         self.repository = repository
+        self.author = author
         self.timeout, self.max_retries, self.max_wait, self.sleep = timeout, max_retries, max_wait, sleep
-        self._secrets = [token] if token else []
+        self.redactor = Redactor([token] if token else [])
         self._repo_path = f"/repos/{repository}"
         self.session = requests.Session()
         self.session.headers.update({"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
@@ -100,14 +102,37 @@ class GitHubClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- who the token acts as ------------------------------------------------------------
+    def whoami(self) -> str | None:
+        """The login of the user the token belongs to; None for an installation token (the job token, a GitHub
+        App's), for which GitHub answers GET /user with 403 or 401."""
+        try:
+            data = self._json(self._request("GET", "/user"))
+        except (PermissionDenied, GitHubError) as exc:
+            if isinstance(exc, PermissionDenied) or exc.status == 401:
+                return None
+            raise
+        login = data.get("login") if isinstance(data, dict) else None
+        return login if isinstance(login, str) and login else None
+
+    @property
+    def comment_author(self) -> str:
+        """Whose comments rag-gate may edit: ``author`` when set (the action's comment-author input), else the token's
+        user, else ``github-actions[bot]`` (the job token). A comment by anyone else is never edited, whatever it says."""
+        if self.author is None:
+            self.author = self.whoami() or JOB_TOKEN_AUTHOR
+        return self.author
+
     # -- comments ---------------------------------------------------------------------------
     def find_comment(self, issue_number: int, marker: str) -> dict[str, Any] | None:
-        """The newest comment on the issue or PR whose body contains ``marker``, looking through every page."""
-        found: dict[str, Any] | None = None
-        for comment in self._pages(f"{self._repo_path}/issues/{issue_number}/comments"):
-            if marker in (comment.get("body") or "") and (found is None or comment["id"] > found["id"]):
-                found = comment
-        return found
+        """The newest comment on the issue or PR whose body contains ``marker`` and whose author is ``comment_author``,
+        looking through every page. A human's comment that quotes the marker is not ours: it is left alone."""
+        marked = [c for c in self._pages(f"{self._repo_path}/issues/{issue_number}/comments") if marker in (c.get("body") or "")]
+        if not marked:
+            return None  # nothing to tell apart: who the token is need not be asked
+        author = self.comment_author
+        ours = [c for c in marked if (c.get("user") or {}).get("login") == author]
+        return max(ours, key=lambda c: c["id"]) if ours else None
 
     def upsert_comment(self, issue_number: int, body: str, marker: str) -> tuple[int, str]:
         """Create the comment, or edit the one carrying ``marker`` in place: (id, "created" | "updated" | "unchanged").
@@ -199,16 +224,24 @@ class GitHubClient:
                 break
         return shas
 
-    def pull_head_sha(self, number: int) -> str | None:
-        """The head commit of pull request ``number``; None if there is no such pull request."""
+    def pull_head(self, number: int) -> tuple[str, str | None] | None:
+        """(head commit, head repository owner/name) of pull request ``number``; None if there is no such pull request.
+        The repository is None when GitHub no longer knows it (a deleted fork)."""
         try:
             data = self._json(self._request("GET", f"{self._repo_path}/pulls/{int(number)}"))
         except NotFound:
             return None
-        sha = ((data.get("head") or {}) if isinstance(data, dict) else {}).get("sha")
+        head = ((data.get("head") or {}) if isinstance(data, dict) else {})
+        sha = head.get("sha")
         if not isinstance(sha, str) or not sha:
             raise GitHubError(None, f"GET {self._repo_path}/pulls/{int(number)}: the answer has no head.sha")
-        return sha
+        repo = (head.get("repo") or {}).get("full_name")
+        return sha, repo if isinstance(repo, str) else None
+
+    def pull_head_sha(self, number: int) -> str | None:
+        """The head commit of pull request ``number``; None if there is no such pull request."""
+        head = self.pull_head(number)
+        return head[0] if head else None
 
     # -- HTTP -------------------------------------------------------------------------------
     def _pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
@@ -294,8 +327,9 @@ class GitHubClient:
             return Conflict(code, f"the file changed since it was read: {said}")
         return GitHubError(code, said)
 
-    def _redact(self, text: str) -> str:
-        return redact(text, self._secrets)
+    def _redact(self, text: str, limit: int = 500) -> str:
+        """Text that may echo the token: redacted, then cut (never the other way round)."""
+        return self.redactor.shorten(text, limit)
 
     def _json(self, resp: requests.Response) -> Any:
         try:
@@ -310,7 +344,7 @@ def _message(resp: requests.Response) -> str:
         data = resp.json()
     except ValueError:
         text = re.sub(r"<[^>]+>", " ", resp.text)
-        return " ".join(text.split())[:200] or resp.reason or ""
+        return " ".join(text.split()) or resp.reason or ""
     if not isinstance(data, dict):
         return ""
     details = [e.get("message") or e.get("code", "") for e in data.get("errors", []) if isinstance(e, dict)]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,8 +20,9 @@ def action_input(env: Mapping[str, str], name: str, default: str = "") -> str:
 
 
 def command_escape(text: str) -> str:
-    """Escape a workflow command's message (GitHub's rules for %, CR and LF)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Escape a workflow command's message (GitHub's rules for %, CR and LF; and ``##[``, the runner's older command
+    form, which it finds anywhere in a line)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A").replace("##[", "## [")
 
 
 def workflow_command(name: str, message: str, **props: str) -> str:
@@ -41,6 +43,33 @@ def group(title: str) -> Iterator[None]:
         print("::endgroup::", flush=True)
 
 
+@contextmanager
+def commands_stopped() -> Iterator[None]:
+    """Nothing printed inside starts a workflow command: ``::stop-commands::`` with a random token, and the token
+    again at the end (a target's answer or a library's warning cannot know it). On top of the escaping of what
+    rag-gate itself prints, this covers what the judge libraries print."""
+    token = secrets.token_hex(16)
+    print(f"::stop-commands::{token}", flush=True)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        print(f"::{token}::", flush=True)
+
+
+def mask(values: Iterable[str], done: set[str] | None = None) -> None:
+    """::add-mask:: for each value (line by line, as GitHub masks), skipping values too short to be secrets and the
+    ones in ``done`` (which it extends)."""
+    done = set() if done is None else done
+    for v in dict.fromkeys(values):
+        if len(v) < 4 or v in done:  # as redaction: shorter values are not secrets worth masking
+            continue
+        done.add(v)
+        for line in v.splitlines() or [v]:
+            if len(line.strip()) >= 4:
+                print(f"::add-mask::{line}", flush=True)
+
+
 def append_file(env: Mapping[str, str], var: str, text: str) -> None:
     """Append to the file a runner variable names (GITHUB_STEP_SUMMARY, GITHUB_OUTPUT); nothing when it is unset."""
     path = env.get(var)
@@ -59,9 +88,10 @@ def set_outputs(env: Mapping[str, str], outputs: Mapping[str, str]) -> None:
     append_file(env, "GITHUB_OUTPUT", text)
 
 
-def mask_secrets(env: Mapping[str, str], token: str, spec_path: str) -> None:
+def mask_secrets(env: Mapping[str, str], token: str, spec_path: str) -> set[str]:
     """::add-mask:: for the token, the judge's key and the value of every ${NAME} the spec reads from the environment
-    (header tokens, URLs with credentials: the reports redact the same values), so no log line can show them."""
+    (header tokens, URLs with credentials: the reports redact the same values), so no log line can show them. Read
+    from the spec's text, before it is even parsed; returns the values masked."""
     if token:
         print(f"::add-mask::{token}", flush=True)
     values: list[str] = []
@@ -76,9 +106,9 @@ def mask_secrets(env: Mapping[str, str], token: str, spec_path: str) -> None:
             values.append(env[key_env])
     except Exception:  # the spec is validated later, with a proper message
         pass
-    for v in dict.fromkeys(v for v in values if len(v) >= 4 and v != token):  # as redact: shorter values are not secrets worth masking
-        for line in v.splitlines() or [v]:
-            print(f"::add-mask::{line}", flush=True)
+    done = {token}
+    mask(values, done)
+    return done
 
 
 def fail(env: Mapping[str, str], title: str, message: str, *, hint: str | None = None, code: int) -> int:

@@ -64,6 +64,11 @@ def upgrade(data: Any) -> Any:
     return data
 
 
+def is_valid_document(data: Any, document: Document) -> bool:
+    """Whether ``data`` passes the door (without saying why not)."""
+    return _validator(document).is_valid(upgrade(data))
+
+
 def check_document(data: Any, document: Document, *, file: str, line: int | None = None) -> Any:
     """``data`` if it is a valid ``document``; InputError (exit 2) naming the file, line and key path otherwise."""
     data = upgrade(data)
@@ -105,9 +110,14 @@ def load_json(path: Path, what: str, *, hint: str | None = None) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the {what}: {getattr(exc, 'strerror', None) or exc}", file=str(path)) from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg} (invalid JSON at column {exc.colno})", file=str(path), line=exc.lineno, hint=hint) from None
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON (Python's parser accepts them): refused like any other invalid JSON."""
+    raise json.JSONDecodeError(f"{name} is not a JSON number", name, 0)
 
 
 def read_report(path: Path, *, allow_error: bool = False) -> Report:

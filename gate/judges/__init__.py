@@ -51,6 +51,7 @@ class JudgeSettings:
     max_judge_calls: int | None = None
     max_tokens: int | None = None  # cap on each judge reply (None: the engine's default)
     prices: dict[str, float] = field(default_factory=dict)  # input_per_million, output_per_million
+    secrets: tuple[str, ...] = ()  # every secret of the run (the key included): no judge error may show one
 
 
 class Engine(Protocol):

@@ -20,7 +20,7 @@ import asyncio
 import json
 from typing import Any
 
-from gate.core.redact import redact
+from gate.core.redact import Redactor
 from gate.core.report import Usage
 from gate.judges import JudgeBudgetExceeded, JudgeError, JudgeSettings
 
@@ -34,6 +34,7 @@ class JudgeClient:
         import httpx
 
         self.settings = settings
+        self.redactor = Redactor([settings.api_key or "", *settings.secrets])
         self.budget_exceeded = False
         self._reserved = 0
         self._calls = {"chat": 0, "embeddings": 0, "other": 0}
@@ -134,8 +135,8 @@ class JudgeClient:
     # -- errors ---------------------------------------------------------------------------
 
     def error_reason(self, exc: BaseException) -> str:
-        """A short, secret-free sentence saying why a judge call failed (for JudgeError)."""
-        return redact(_describe(exc, self.settings), [self.settings.api_key or ""])
+        """A short, secret-free sentence saying why a judge call failed (for JudgeError): redacted, then cut."""
+        return self.redactor.shorten(_describe(exc, self.settings), 160)
 
     def judge_error(self, exc: BaseException) -> JudgeError:
         """The JudgeError to raise for ``exc``; a JudgeBudgetExceeded anywhere in its chain stays one."""
@@ -143,7 +144,7 @@ class JudgeClient:
         if budget is not None:
             return JudgeBudgetExceeded(str(budget))
         if isinstance(exc, JudgeError):
-            return JudgeError(redact(str(exc), [self.settings.api_key or ""]))
+            return JudgeError(self.redactor(str(exc)))
         return JudgeError(self.error_reason(exc))
 
 
@@ -226,11 +227,6 @@ def _find_in_chain(exc: BaseException | None, kind: type) -> Any:
     return None
 
 
-def _short(text: str, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _describe(exc: BaseException, settings: JudgeSettings) -> str:
     import openai
 
@@ -261,7 +257,7 @@ def _describe(exc: BaseException, settings: JudgeSettings) -> str:
     if type(exc).__name__ == "ValidationError":
         return "judge output did not match the expected JSON schema"
     message = str(exc).strip()
-    return _short(f"{type(exc).__name__}: {message}" if message else f"{type(exc).__name__} from the judge library")
+    return f"{type(exc).__name__}: {message}" if message else f"{type(exc).__name__} from the judge library"
 
 
 def _find_named(exc: BaseException | None, name: str) -> BaseException | None:
@@ -287,7 +283,7 @@ def _status_detail(error: Any) -> str:
         message = inner.get("message") if isinstance(inner, dict) else inner
     elif isinstance(body, str):
         message = body
-    return _short(message) if message else ""
+    return str(message) if message else ""
 
 
 from gate.judges.models import is_floating_model  # noqa: E402,F401  (re-exported)

@@ -62,6 +62,16 @@ def gate_counts(report: Report) -> dict[str, int]:
     return counts
 
 
+def headline_verdict(report: Report) -> str:
+    """The verdict recomputed from the gate decisions, the stage statuses and the run errors (never the report's own
+    ``verdict`` string: in the workflow_run job the report is a fork's artifact)."""
+    stages = report.get("stages", {}).values()
+    statuses = {g["status"] for s in stages for g in s.get("gates", [])} | {s.get("status") for s in stages}
+    if report.get("errors") or "error" in statuses:
+        return "error"
+    return "fail" if "fail" in statuses else "pass"
+
+
 def ordered_stages(report: Report) -> list[tuple[str, StageResult]]:
     stages = report.get("stages", {})
     return [(n, stages[n]) for n in STAGE_ORDER if n in stages] + [(n, s) for n, s in stages.items() if n not in STAGE_ORDER]

@@ -1,6 +1,13 @@
-"""The readable console report: verdict line and one aligned table per stage. Pure."""
+"""The readable console report: verdict line and one aligned table per stage. Pure.
+
+The console is a CI job's log, where a line that starts with ``::`` (after blanks) is a workflow command and
+``##[`` anywhere in a line is one too (GitHub's runner reads both, on stdout and stderr, and ends a line at CR
+as well as LF). Untrusted text (answers, ids, error bodies, reasons) may carry either: ``log_safe`` makes every
+line inert, and the whole report goes through it."""
 
 from __future__ import annotations
+
+import re
 
 from gate.core.report import Report
 from gate.render import VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages
@@ -15,6 +22,16 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[s
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
 
     return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+_LINE_ENDS = re.compile(r"\r\n|\r|\n")
+
+
+def log_safe(text: str) -> str:
+    """Text that starts no workflow command in a CI log: CRs end lines here too, a line that would start with ``::``
+    is shown behind ``| ``, and ``##[`` becomes ``## [``. Lines that need none of it are left as they are."""
+    lines = _LINE_ENDS.split(text)
+    return "\n".join(("| " + ln if ln.lstrip().startswith("::") else ln).replace("##[", "## [") for ln in lines)
 
 
 def render_console(report: Report) -> str:
@@ -61,4 +78,4 @@ def render_console(report: Report) -> str:
     c = gate_counts(report)
     out.append(f"rag-gate {VERDICT_TITLE[report['verdict']]}: {c['pass']} passed, {c['fail']} failed, "
                f"{c['error']} errored, {c['skipped']} skipped (exit {report['exit_code']})")
-    return "\n".join(out) + "\n"
+    return log_safe("\n".join(out) + "\n")

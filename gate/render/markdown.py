@@ -1,19 +1,17 @@
-"""The PR comment body (Markdown). Pure; untrusted text (questions, ids, answers) is escaped."""
+"""The PR comment body (Markdown). Pure. Every string that comes from the report goes through gate.render.escape
+(``cell`` or ``code``), whatever its origin: in the workflow_run job the whole report is a fork's artifact."""
 
 from __future__ import annotations
 
-import html
-import re
 from typing import Any
 
 from gate.core.catalog import PER_CASE_STAGES
 from gate.core.report import JudgeInfo, LostRank, Report, StageResult
-from gate.render import STATUS_ICON, VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages
+from gate.render import STATUS_ICON, VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, headline_verdict, metric_rows, ordered_stages
+from gate.render.escape import cell, code
 from gate.render.trend import render_trend
 
 MARKER_PREFIX = "<!-- rag-gate:comment"
-_MENTION = re.compile(r"@(?=[A-Za-z0-9_-])")
-_ISSUE_REF = re.compile(r"#(?=\d)")
 
 
 def marker(comment_id: str = "default") -> str:
@@ -21,29 +19,8 @@ def marker(comment_id: str = "default") -> str:
     return f"{MARKER_PREFIX} id={comment_id} -->"
 
 
-def cell(text: Any, limit: int = 120) -> str:
-    """Untrusted text made safe for one table cell: no HTML, no pipes, no newlines, no pings."""
-    s = " ".join(str(text).split())
-    if len(s) > limit:
-        s = s[: limit - 1] + "…"
-    s = html.escape(s, quote=False)
-    s = s.replace("|", "\\|").replace("`", "\\`").replace("*", "\\*").replace("_", "\\_").replace("[", "\\[").replace("]", "\\]")
-    s = _MENTION.sub("@\u200b", s)
-    return _ISSUE_REF.sub("&#35;", s)
-
-
-def code(text: Any, limit: int = 60) -> str:
-    """Untrusted text as an inline code span inside a table cell (nothing inside is rendered). An id too long is cut
-    in the middle: ids that share a long prefix still differ in what is shown (`policy_…#chunk_7`)."""
-    s = " ".join(str(text).split()).replace("`", "'")
-    if len(s) > limit:
-        head = (limit - 1) // 2
-        s = s[:head] + "…" + s[len(s) - (limit - 1 - head):]
-    return "`" + s.replace("|", "\\|") + "`"
-
-
 def _header(report: Report) -> list[str]:
-    verdict = report["verdict"]
+    verdict = headline_verdict(report)
     counts = gate_counts(report)
     total = sum(counts.values())
     icon = STATUS_ICON.get(verdict, "")
@@ -56,12 +33,12 @@ def _header(report: Report) -> list[str]:
             title += f", {counts['skipped']} skipped"
     lines = [title, ""]
     g = report.get("golden_set", {})
-    by_type = ", ".join(f"{n} {t}" for t, n in sorted(g.get("by_type", {}).items()))
+    by_type = ", ".join(f"{int(n)} {cell(t)}" for t, n in sorted(g.get("by_type", {}).items()))
     t = report.get("target", {})
     b = report.get("baseline", {})
     if b.get("found"):
-        when = (b.get("created_at") or "")[:10]
-        commit = (b.get("commit") or "")[:7]
+        when = cell((b.get("created_at") or "")[:10])
+        commit = cell((b.get("commit") or "")[:7])
         source = b.get("source") or ""
         where = cell(source, 120) if source and "committed baseline file" not in source else f"baseline {code(b.get('path', ''), 120)}"
         base = where + (f" from {when}" if when else "") + (f" ({commit})" if commit and commit not in where else "")
@@ -70,8 +47,8 @@ def _header(report: Report) -> list[str]:
             base += f", {age} day{'s' if age != 1 else ''} old"
     else:
         base = "no baseline yet (max_drop gates skipped)"
-    lines.append(f"Golden set: {g.get('n', 0)} cases ({by_type}) · target: {t.get('kind', '?')} · "
-                 f"{t.get('errors', 0)} of {t.get('calls', 0)} calls failed · {base}")
+    lines.append(f"Golden set: {int(g.get('n', 0))} cases ({by_type}) · target: {cell(t.get('kind', '?'))} · "
+                 f"{int(t.get('errors', 0))} of {int(t.get('calls', 0))} calls failed · {base}")
     lines.append("")
     for err in report.get("errors", []):
         lines.append(f"> [!CAUTION]\n> {cell(err, 300)}\n")
@@ -80,36 +57,37 @@ def _header(report: Report) -> list[str]:
         if w not in staged:
             lines.append(f"> [!WARNING]\n> {cell(w, 500)}\n")
     if b.get("mismatch"):
-        what = ", ".join(b["mismatch"])
-        action = {"warn": "Compared anyway", "skip": "max_drop gates skipped", "fail": "max_drop gates failed"}[b.get("on_mismatch", "warn")]
+        what = cell(", ".join(b["mismatch"]))
+        policy = b.get("on_mismatch", "warn")
+        action = {"warn": "Compared anyway", "skip": "max_drop gates skipped", "fail": "max_drop gates failed"}.get(policy, "")
         lines.append(f"> [!WARNING]\n> The baseline was made from a different {what} than this run. {action} "
-                     f"(baseline.on_mismatch: {b.get('on_mismatch', 'warn')}). Run `rag-gate baseline update` to refresh it.\n")
+                     f"(baseline.on_mismatch: {cell(policy)}). Run `rag-gate baseline update` to refresh it.\n")
     return lines
 
 
 def _stage_table(name: str, stage: StageResult) -> list[str]:
     icon = STATUS_ICON.get(stage["status"], "")
-    lines = [f"### {icon} {name.capitalize()}: {stage['status']}", ""]
+    lines = [f"### {icon} {cell(name.capitalize())}: {cell(stage['status'])}", ""]
     if stage["status"] == "skipped":
         return lines + [f"_{cell(stage.get('reason', 'skipped'), 300)}_", ""]
     n = stage.get("n")
     if n is not None:
-        extra = f", {stage['errored']} errored" if stage.get("errored") else ""
-        excluded = ", ".join(f"{v} {k}" for k, v in sorted(stage.get("excluded", {}).items()))
-        lines.append(f"{n} cases scored{extra}" + (f" ({excluded} left out)" if excluded else "") + ".")
+        extra = f", {int(stage['errored'])} errored" if stage.get("errored") else ""
+        excluded = ", ".join(f"{int(v)} {cell(k)}" for k, v in sorted(stage.get("excluded", {}).items()))
+        lines.append(f"{int(n)} cases scored{extra}" + (f" ({excluded} left out)" if excluded else "") + ".")
         lines.append("")
     lines += _judge_notes(stage)
     lines += ["| Metric | Baseline | This run | Δ | Gate | Status |", "|---|---:|---:|---:|---|:---:|"]
     for row in metric_rows(stage):
         status = STATUS_ICON.get(row["status"], "") if row["status"] else ""
         lines.append(
-            f"| `{row['metric']}` | {fmt_value(row['metric'], row['baseline'])} | {fmt_value(row['metric'], row['value'])} "
-            f"| {fmt_delta(row['metric'], row['delta'])} | {row['rule'] or '—'} | {status} |"
+            f"| {code(row['metric'])} | {fmt_value(row['metric'], row['baseline'])} | {fmt_value(row['metric'], row['value'])} "
+            f"| {fmt_delta(row['metric'], row['delta'])} | {cell(row['rule']) or '—'} | {status} |"
         )
     lines.append("")
     failed = [g for g in stage.get("gates", []) if g["status"] in ("fail", "error")]
     for g in failed:
-        lines.append(f"- {STATUS_ICON[g['status']]} `{g['metric']}`: {cell(g['reason'], 300)}")
+        lines.append(f"- {STATUS_ICON[g['status']]} {code(g['metric'])}: {cell(g['reason'], 300)}")
     if failed:
         lines.append("")
     return lines
@@ -117,7 +95,7 @@ def _stage_table(name: str, stage: StageResult) -> list[str]:
 
 def _lost_ranks(lost: list[LostRank], k: int | None) -> str:
     return "; ".join(
-        f"{code(x['id'])} {x['from']}→{x['to'] if x['to'] is not None else 'not retrieved'}"
+        f"{code(x['id'])} {int(x['from'])}→{int(x['to']) if x['to'] is not None else 'not retrieved'}"
         + (f" (left top {k})" if x.get("left_top_k") else "")
         for x in lost
     )
@@ -138,10 +116,10 @@ def _worse_cases(name: str, stage: StageResult, max_cases: int, retrieval_k: int
     else:
         lines += ["| Case | Question | Metrics | Relevant ids that lost rank |", "|---|---|---|---|"]
     for r in shown:
-        drops = ", ".join(f"{m} {b:.2f}→{v:.2f}" for m, (b, v) in r["drops"].items())
+        drops = ", ".join(f"{cell(m)} {b:.2f}→{v:.2f}" for m, (b, v) in r["drops"].items())
         if judged:
             lost = _lost_ranks(r.get("retrieval", []), k)
-            where = f"**{r['cause']}**" + (f": {lost}" if lost else "")
+            where = f"**{cell(r.get('cause', ''))}**" + (f": {lost}" if lost else "")
             lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {where} |")
         else:
             lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {_lost_ranks(r.get('lost', []), k) or '—'} |")
@@ -154,28 +132,29 @@ def _judge_notes(stage: StageResult) -> list[str]:
     sample = stage.get("sample")
     judge: JudgeInfo | dict[str, Any] = stage.get("judge") or {}
     if sample and not judge.get("model"):  # only the metrics that need no model ran (no judge, or no key for it)
-        lines += [f"Scored {sample['size']} of {sample['of']} answerable cases with the metrics that need no model; "
+        lines += [f"Scored {int(sample['size'])} of {int(sample['of'])} answerable cases with the metrics that need no model; "
                   "no LLM judge ran.", ""]
     elif sample:
-        parts = [f"Judged {sample['size']} of {sample['of']} answerable cases", f"judge {code(judge['model'])} at temperature "
-                 f"{judge.get('temperature', 0):g}"]
+        parts = [f"Judged {int(sample['size'])} of {int(sample['of'])} answerable cases", f"judge {code(judge['model'])} at "
+                 f"temperature {float(judge.get('temperature') or 0):g}"]
         usage = stage.get("usage") or {}
         if usage:
-            calls = f"{usage.get('calls', 0)} judge calls"
-            tokens = usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+            calls = f"{int(usage.get('calls', 0))} judge calls"
+            tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
             if tokens:
                 calls += f", {tokens:,} tokens"
             if usage.get("cost") is not None:
-                calls += f", cost {usage['cost']:.4f}"
+                calls += f", cost {float(usage['cost'] or 0):.4f}"
             parts.append(calls)
-            parts.append(f"cache {usage.get('cache_hits', 0)} hits / {usage.get('cache_misses', 0)} misses")
+            parts.append(f"cache {int(usage.get('cache_hits', 0))} hits / {int(usage.get('cache_misses', 0))} misses")
         lines += [" · ".join(parts) + ".", ""]
     check = stage.get("self_check")
     if check and (check["metrics"] or judge.get("model")):
-        per = ", ".join(f"`{m}` max {d['max_diff']:.3f} / mean {d['mean_diff']:.3f}" for m, d in check["metrics"].items())
-        lines += [f"Judge self-check ({check['cases']} cases re-judged, limit {check['limit']:g}): {per or 'nothing re-judged'}.", ""]
+        per = ", ".join(f"{code(m)} max {d['max_diff']:.3f} / mean {d['mean_diff']:.3f}" for m, d in check["metrics"].items())
+        lines += [f"Judge self-check ({int(check['cases'])} cases re-judged, limit {float(check['limit']):g}): "
+                  f"{per or 'nothing re-judged'}.", ""]
     for name, reason in stage.get("not_evaluated", {}).items():
-        lines.append(f"- `{name}`: {cell(reason, 300)}")
+        lines.append(f"- {code(name)}: {cell(reason, 300)}")
     if stage.get("not_evaluated"):
         lines.append("")
     for w in stage.get("warnings", []):
@@ -200,8 +179,8 @@ def _robustness_details(stage: StageResult, max_cases: int) -> list[str]:
     lines: list[str] = []
     noise = stage.get("noise")
     if noise:
-        lines += [f"Noise test: {noise['distractors']} distractor(s) from {noise['source']} at the {noise['position']}; "
-                  f"correct = {cell(noise['method'])} ≥ {noise['threshold']:g}.", ""]
+        lines += [f"Noise test: {int(noise['distractors'])} distractor(s) from {cell(noise['source'])} at the {cell(noise['position'])}; "
+                  f"correct = {cell(noise['method'])} ≥ {float(noise['threshold']):g}.", ""]
     flipped = [s for s in stage.get("samples", []) if s.get("flipped")][:max_cases]
     if flipped:
         lines += [f"<details><summary>{len(flipped)} answer(s) turned wrong when distractors were added</summary>", "",
@@ -230,7 +209,7 @@ def _robustness_details(stage: StageResult, max_cases: int) -> list[str]:
                 what = "leaked " + ", ".join(code(x, 30) for x in r["leaked"])
             else:
                 what = "answered instead of refusing: " + cell(r.get("answer") or "", 90)
-            lines.append(f"| {code(r['id'], 40)} | {r['type']} | {what} | {cell(r['method'])} |")
+            lines.append(f"| {code(r['id'], 40)} | {cell(r['type'])} | {what} | {cell(r.get('method', ''))} |")
         lines += ["", "</details>", ""]
     return lines
 
@@ -242,11 +221,11 @@ def _breakdown(stage: StageResult) -> list[str]:
         return []
     names = [m for m in stage.get("metrics", {}) if not m.endswith("_ms") and m != "error_rate"][:6]
     lines = ["<details><summary>By category and tag</summary>", "",
-             "| Group | Cases | " + " | ".join(f"`{m}`" for m in names) + " |", "|---|---:|" + "---:|" * len(names)]
+             "| Group | Cases | " + " | ".join(code(m) for m in names) + " |", "|---|---:|" + "---:|" * len(names)]
     for dimension, rows in groups.items():
         for group, row in rows.items():
             values = " | ".join(fmt_value(m, row["metrics"].get(m)) for m in names)
-            lines.append(f"| {dimension}: {code(group, 40)} | {row['n']} | {values} |")
+            lines.append(f"| {cell(dimension)}: {code(group, 40)} | {int(row['n'])} | {values} |")
     return lines + ["", "</details>", ""]
 
 
@@ -301,5 +280,5 @@ def _render(report: Report, max_cases: int) -> str:
         lines += _errored_cases(stage, max_cases)
     lines += render_trend(report)
     tool = report.get("tool", {})
-    lines.append(f"<sub>rag-gate {tool.get('version', '')} · report schema {report.get('schema_version')}</sub>")
+    lines.append(f"<sub>rag-gate {cell(tool.get('version', ''))} · report schema {cell(report.get('schema_version'))}</sub>")
     return "\n".join(lines) + "\n"

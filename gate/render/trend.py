@@ -4,13 +4,14 @@ block (GitHub renders it) with a plain table as the fallback. Pure."""
 from __future__ import annotations
 
 from gate.core.report import HistoryRun, Report
+from gate.render.escape import code, label
 
 MAX_METRICS = 3  # one chart each; more would drown the comment
 
 
 def _label(run: HistoryRun, i: int) -> str:
     commit = (run.get("commit") or "")[:7]
-    return commit if commit and commit.isalnum() else f"run {i + 1}"
+    return label(commit) if commit and commit.isascii() and commit.isalnum() else f"run {i + 1}"
 
 
 def render_trend(report: Report) -> list[str]:
@@ -37,12 +38,12 @@ def render_trend(report: Report) -> list[str]:
         lo = max(0.0, min(known) - 0.05)
         hi = min(1.0, max(known) + 0.05) if max(known) <= 1.0 else max(known) * 1.05
         points = ", ".join(f"{v:.3f}" if v is not None else f"{lo:.3f}" for v in values)
-        lines += ["```mermaid", "xychart-beta", f'  title "{metric}"',
+        lines += ["```mermaid", "xychart-beta", f'  title "{label(metric)}"',
                   "  x-axis [" + ", ".join(f'"{x}"' for x in labels) + "]",
-                  f'  y-axis "{metric}" {lo:.2f} --> {hi:.2f}', f"  line [{points}]", "```", ""]
+                  f'  y-axis "{label(metric)}" {lo:.2f} --> {hi:.2f}', f"  line [{points}]", "```", ""]
     # the fallback: the same numbers as a table (clients without Mermaid, screen readers)
-    lines += ["| Run | " + " | ".join(f"`{m}`" for m in shown) + " |", "|---|" + "---:|" * len(shown)]
-    for i, label in enumerate(labels):
+    lines += ["| Run | " + " | ".join(code(m) for m in shown) + " |", "|---|" + "---:|" * len(shown)]
+    for i, run_label in enumerate(labels):
         cells = [f"{series[m][i]:.4f}" if series[m][i] is not None else "—" for m in shown]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {run_label} | " + " | ".join(cells) + " |")
     return lines + ["", "</details>", ""]

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from gate.core.catalog import MetricPlan, plan_metrics
 from gate.core.model import GoldenCase, TargetOutput
-from gate.core.redact import redact
 from gate.core.report import CaseResult, SampleInfo, SelfCheck, StageMeasurement
 from gate.core.sampling import sample_from
 from gate.judges import Engine, JudgeSettings
@@ -82,7 +81,7 @@ def generation_stage(
     """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage)."""
     plans = plan_metrics(cfg)
     not_evaluated: dict[str, str] = {}
-    settings, why_not = judge_settings(judge, os.environ if env is None else env)
+    settings, why_not = judge_settings(judge, os.environ if env is None else env, secrets=secrets)
     runnable = []
     for p in plans:
         if p.engine != "offline" and settings is None:
@@ -120,7 +119,7 @@ def generation_stage(
         if isinstance(result, float):
             per_case[t.case_id][t.plan.name] = result
         else:
-            errors[t.case_id][t.plan.name] = redact(result, secrets)
+            errors[t.case_id][t.plan.name] = result  # the judge client redacted it (and the report is redacted whole)
 
     samples, metrics = aggregate(sample, runnable, per_case, errors, not_evaluated)
     attempted = len(sample) * len(runnable)

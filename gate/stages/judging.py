@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from gate.judges.client import JudgeClient
 
 
-def judge_settings(judge: Mapping[str, Any] | None, env: Mapping[str, str],
-                   no_judge: str = "no judge configured (add judge: to the spec)") -> tuple[JudgeSettings | None, str | None]:
+def judge_settings(judge: Mapping[str, Any] | None, env: Mapping[str, str], no_judge: str = "no judge configured (add judge: to the spec)",
+                   secrets: Sequence[str] = ()) -> tuple[JudgeSettings | None, str | None]:
     """(settings, None), or (None, why the judge cannot be used in this run)."""
     if not judge:
         return None, no_judge
@@ -38,6 +38,7 @@ def judge_settings(judge: Mapping[str, Any] | None, env: Mapping[str, str],
         timeout_s=float(judge.get("timeout_s", 60)), max_retries=int(judge.get("max_retries", 3)),
         concurrency=int(judge.get("concurrency", 16)), embeddings_model=judge.get("embeddings_model"),
         max_judge_calls=judge.get("max_judge_calls"), prices=dict(judge.get("prices", {})), max_tokens=judge.get("max_tokens"),
+        secrets=tuple(secrets),
     ), None
 
 

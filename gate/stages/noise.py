@@ -129,8 +129,9 @@ async def generate_distractors(cases: Sequence[GoldenCase], contexts: Mapping[st
                 payload = distractor_payload(case.question, case.ground_truth or "", context, avoid=out)
                 key = cache.key_text("distractor", fp, settings.model, settings.temperature, payload)
                 text = cache.get_text(key)
-                if text is None:
-                    text = await generate_distractor(client, settings, case.question, case.ground_truth or "", context, avoid=out)
+                if text is None:  # a secret the judge copied from the context is neither used nor cached
+                    text = client.redactor(await generate_distractor(client, settings, case.question, case.ground_truth or "",
+                                                                      context, avoid=out))
                     cache.put_text(key, text, {"kind": "distractor", "case": case.id})
                 out.append(text)
         except JudgeError as exc:

@@ -103,9 +103,10 @@ def robustness_stage(
     env: Mapping[str, str] | None = None,
     precomputed: Mapping[str, Mapping[str, Any]] | None = None,
     file_distractors: Mapping[str, list[str]] | None = None,
+    secrets: Sequence[str] = (),
 ) -> StageMeasurement:
     """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage)."""
-    settings, why_not = judge_settings(judge, os.environ if env is None else env, "no judge configured")
+    settings, why_not = judge_settings(judge, os.environ if env is None else env, "no judge configured", secrets)
     metrics: dict[str, float] = {}
     not_evaluated: dict[str, str] = {}
     stage: StageMeasurement = {"metrics": metrics, "not_evaluated": not_evaluated, "samples": [], "warnings": []}

@@ -17,7 +17,7 @@ from typing import Any
 import requests
 
 from gate.core.model import Answer, GoldenCase, TargetOutput
-from gate.core.redact import redact
+from gate.core.redact import Redactor
 from gate.io.http import retry_after_s
 from gate.targets import DEFAULT_FIELDS, answer_field, parse_output
 
@@ -45,7 +45,7 @@ class HttpTarget:
         self.concurrency = int(cfg.get("concurrency", 8))
         self.request_fields = {"question": "question", "k": "k", "contexts": "contexts", **cfg.get("request", {})}
         self.response_fields = {**DEFAULT_FIELDS, **cfg.get("response", {})}
-        self.secrets = list(secrets or [])
+        self.redactor = Redactor(secrets or [])
         self._sleep = sleep
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
@@ -85,9 +85,9 @@ class HttpTarget:
                 reason = f"timed out (timeout {self.timeout:g} s)"
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
                 # ChunkedEncodingError: the connection broke while the body was being read
-                reason = f"connection failed: {_short(exc)}"
+                reason = f"connection failed: {self._innermost(exc)}"
             except requests.RequestException as exc:  # anything else requests raises: an error, not retried
-                raise RuntimeError(f"request failed: {type(exc).__name__}: {_short(exc)}") from None
+                raise RuntimeError(f"request failed: {type(exc).__name__}: {self._innermost(exc)}") from None
             else:
                 if resp.status_code in RETRY_STATUS:
                     reason = f"HTTP {resp.status_code}"
@@ -99,12 +99,13 @@ class HttpTarget:
                             )
                         wait = after
                 elif resp.status_code >= 400:
-                    raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:200]}")
+                    raise RuntimeError(f"HTTP {resp.status_code}: {self.redactor.shorten(resp.text, 200)}")
                 else:
                     try:
                         return resp.json(), (time.perf_counter() - start) * 1000
                     except ValueError:
-                        raise RuntimeError(f"malformed JSON in the response (HTTP {resp.status_code}): {resp.text[:80]!r}") from None
+                        start_of_body = self.redactor.shorten(repr(resp.text), 80)
+                        raise RuntimeError(f"malformed JSON in the response (HTTP {resp.status_code}): {start_of_body}") from None
             if attempt + 1 < attempts:
                 self._sleep(wait)
         raise RuntimeError(f"{reason} after {attempts} attempt{'s' if attempts > 1 else ''}")
@@ -115,7 +116,7 @@ class HttpTarget:
             obj, latency = self.post(self.build_body(case.question, k=k))
             return parse_output(case.id, obj, self.response_fields, latency_ms=latency)
         except (RuntimeError, ValueError) as exc:
-            return TargetOutput.failed(case.id, redact(str(exc), self.secrets), (time.perf_counter() - start) * 1000)
+            return TargetOutput.failed(case.id, self.redactor(str(exc)), (time.perf_counter() - start) * 1000)
 
     def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
         """The same URL with {"question", "contexts"}: the service must answer from those contexts only."""
@@ -124,19 +125,17 @@ class HttpTarget:
             obj, latency = self.post(self.build_body(case.question, contexts=contexts))
             return Answer(answer_field(obj, self.response_fields["answer"]), None, latency)
         except (RuntimeError, ValueError) as exc:
-            return Answer(None, redact(str(exc), self.secrets), (time.perf_counter() - start) * 1000)
+            return Answer(None, self.redactor(str(exc)), (time.perf_counter() - start) * 1000)
+
+    def _innermost(self, exc: Exception) -> str:
+        """The innermost reason of a requests/urllib3 error, without the long wrapper chain: redacted, then cut."""
+        inner: BaseException = exc
+        while inner.__context__ is not None and inner.__context__ is not inner:
+            inner = inner.__context__
+        return self.redactor.shorten(str(inner) or type(inner).__name__, 160)
 
     def close(self) -> None:
         with self._lock:
             for s in self._sessions:
                 s.close()
             self._sessions.clear()
-
-
-def _short(exc: Exception) -> str:
-    """The innermost reason of a requests/urllib3 error, without the long wrapper chain."""
-    inner: BaseException = exc
-    while inner.__context__ is not None and inner.__context__ is not inner:
-        inner = inner.__context__
-    text = str(inner) or type(inner).__name__
-    return text if len(text) < 160 else text[:157] + "..."

@@ -1,0 +1,68 @@
+"""Untrusted text in the PR comment: the one place that makes any string safe to show, whatever its origin
+(a golden set, a target's answer, a judge's error, or a fork's report artifact in the workflow_run job).
+
+``cell`` is for text in prose and in table cells, ``code`` for an inline code span, ``label`` for a Mermaid
+chart. What comes out renders as the same characters and nothing else:
+
+* no HTML: ``<``, ``>`` and ``&`` become entities (so ``&#35;12`` shows as typed, it is not a ``#``);
+* no Markdown: backslash, backtick, ``*``, ``~``, ``[``, ``]``, ``|``, ``$`` are backslash-escaped, and ``_``
+  too unless it sits inside a word (where CommonMark never reads it as emphasis: ``max_drop`` stays as is);
+* no GitHub reference: a zero-width space follows ``@`` before a name (not inside a word, as in ``hit_rate@5``, where
+  GitHub sees no mention, but before a domain, as in an e-mail address), and ``#`` and ``GH-`` before a number, so
+  GitHub links no user, team, issue or pull request (it links references on the rendered text, where an entity
+  would already be decoded). A commit sha is left as it is: GitHub links it only to a commit of this repository;
+* no link: a zero-width space breaks ``://`` and ``www.``, which GitHub's autolink extension would link;
+* one line: every run of whitespace (newlines, tabs, CR, Unicode separators) becomes one space, so nothing
+  leaves a table row, a list item or a ``<details>`` block.
+
+Cutting happens before escaping, so an escape is never cut in half (secrets were redacted before either).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+ZWSP = "\u200b"
+_ESCAPED = str.maketrans({c: "\\" + c for c in "\\`*~[]|$"})
+_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")  # an underscore not between two letters or digits
+_BREAKS = re.compile(
+    r"(?<=@)(?<![A-Za-z0-9]@)(?=[A-Za-z0-9_-])"  # @name, @org/team (not hit_rate@5)
+    r"|(?<=@)(?=[A-Za-z0-9-]+\.[A-Za-z])"  # an e-mail address
+    r"|(?<=#)(?=\d)|(?i:(?<=\bgh-))(?=\d)"  # #12, org/repo#12, GH-12
+    r"|(?<=:)(?=//)|(?i:(?<=\bwww))(?=\.)"  # https://..., www....
+)
+
+
+def _one_line(value: Any) -> str:
+    return " ".join(str(value).split())
+
+
+def cell(value: Any, limit: int = 120) -> str:
+    """Untrusted text for prose or one table cell: cut to ``limit`` characters, then escaped (see the module)."""
+    s = _one_line(value)
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    s = html.escape(_BREAKS.sub(ZWSP, s), quote=False).translate(_ESCAPED)
+    return _UNDERSCORE.sub(r"\\_", s)
+
+
+def code(value: Any, limit: int = 60) -> str:
+    """Untrusted text as an inline code span (GitHub renders its content literally: no markup, no reference, no link).
+    Backticks become quotes, so nothing leaves the span; ``|`` is escaped for table cells. An id too long is cut in
+    the middle: ids that share a long prefix still differ in what is shown (`policy_…#chunk_7`)."""
+    s = _one_line(value).replace("`", "'")
+    if len(s) > limit:
+        head = (limit - 1) // 2
+        s = s[:head] + "…" + s[len(s) - (limit - 1 - head):]
+    return "`" + s.replace("|", "\\|") + "`"
+
+
+_LABEL = re.compile(r"[^A-Za-z0-9 _@/.:+-]")
+
+
+def label(value: Any, limit: int = 60) -> str:
+    """Text inside a Mermaid chart's quotes: letters, digits and a few signs; anything else (a quote, a newline, a
+    backtick that could close the code block) becomes ``_``."""
+    return _LABEL.sub("_", _one_line(value))[:limit]
