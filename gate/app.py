@@ -45,11 +45,12 @@ def progress(enabled: bool, stream: TextIO | None = None) -> tuple[Callable[[int
     if not enabled:
         return None, None, lambda: None
     out = stream or sys.stderr
-    state: dict[str, Any] = {"done": 0, "errors": 0}
+    state: dict[str, Any] = {"done": 0, "errors": 0, "total": 0}
     tty = out.isatty()
 
     def on_start(total: int, kind: str) -> None:
         state["start"] = time.perf_counter()
+        state["total"] = total
         if tty:
             from tqdm import tqdm
 
@@ -60,6 +61,7 @@ def progress(enabled: bool, stream: TextIO | None = None) -> tuple[Callable[[int
     def on_done(result: TargetOutput) -> None:
         state["done"] += 1
         state["errors"] += result.error is not None
+        state["last"] = time.perf_counter()  # the target's time ends with its last answer (judging comes after)
         if "bar" in state:
             state["bar"].update(1)
 
@@ -67,8 +69,10 @@ def progress(enabled: bool, stream: TextIO | None = None) -> tuple[Callable[[int
         if "bar" in state:
             state["bar"].close()
         if "start" in state:
-            took = time.perf_counter() - state["start"]
-            print(f"rag-gate: {state['done']} cases answered in {took:.1f} s, {state['errors']} errored", file=out, flush=True)
+            took = state.get("last", state["start"]) - state["start"]
+            done, errors = state["done"], state["errors"]
+            print(f"rag-gate: the target took {took:.1f} s for {done} case{'s' if done != 1 else ''}: {done - errors} answered, "
+                  f"{errors} errored", file=out, flush=True)
 
     return on_start, on_done, close
 

@@ -22,6 +22,7 @@ from gate.config.loader import load_spec
 from gate.config.spec import Spec
 from gate.core.cases import fingerprint as golden_fingerprint
 from gate.core.cases import groups
+from gate.core.errors import RunError
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.records import history_summary, mismatched, window
 from gate.core.redact import Redactor
@@ -37,6 +38,7 @@ from gate.core.report import (
     StageResult,
 )
 from gate.core.verdict import StageReferences, decide_verdict, gate_stage, run_errors, trap_warning
+from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.io.golden import load_golden_set
 from gate.io.history import HistoryStore, LocalHistoryStore
 from gate.io.reports import read_baseline
@@ -62,26 +64,46 @@ class RunContext:
     target_kind: str = "results"
     target_notes: Sequence[str] = ()
     pull_request: tuple[int | None, str | None] | None = None  # (number, head commit): set by the action
+    deadline_note: str | None = None  # how far the run got when max_duration_s ran out (a run error)
+    golden_fingerprint: str | None = None  # the golden set's, when the caller has it already
 
 
 def collect_outputs(
-    target: Target, cases: Sequence[GoldenCase], k: int, on_done: Callable[[TargetOutput], None] | None = None
+    target: Target, cases: Sequence[GoldenCase], k: int, on_done: Callable[[TargetOutput], None] | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> dict[str, TargetOutput]:
-    """Ask the target once per case (``target.concurrency`` at a time). Never raises per case."""
+    """Ask the target once per case (``target.concurrency`` at a time). Never raises per case, but for a target that
+    cannot be reached at all (``fail_fast``): its first case is asked alone, and if no attempt even connected the run
+    stops there (RunError naming the URL) instead of waiting out every case's retries. Cases not started by the
+    deadline end as errors saying so."""
 
     def ask(case: GoldenCase) -> TargetOutput:
-        try:
-            out = target.ask(case, k)
-        except Exception as exc:  # a bug in a target must not lose the other cases
-            out = TargetOutput.failed(case.id, f"{type(exc).__name__}: {exc}")
+        if deadline.reached():
+            out = TargetOutput.failed(case.id, REACHED)
+        else:
+            try:
+                out = target.ask(case, k)
+            except Exception as exc:  # a bug in a target must not lose the other cases
+                out = TargetOutput.failed(case.id, f"{type(exc).__name__}: {exc}")
         if on_done:
             on_done(out)
         return out
 
-    if target.concurrency <= 1 or len(cases) <= 1:
-        return {c.id: ask(c) for c in cases}
-    with ThreadPoolExecutor(max_workers=min(target.concurrency, len(cases)), thread_name_prefix="rag-gate-target") as pool:
-        return {out.case_id: out for out in pool.map(ask, cases)}
+    outputs: dict[str, TargetOutput] = {}
+    rest = list(cases)
+    if getattr(target, "fail_fast", False) and rest:
+        first = ask(rest.pop(0))
+        outputs[first.case_id] = first
+        down = getattr(target, "unreachable", None)
+        if down:
+            raise RunError(f"the target cannot be reached: {down}",
+                           hint="start the service (or fix target.http.url) and run again; no other case was asked")
+    if target.concurrency <= 1 or len(rest) <= 1:
+        outputs.update((c.id, ask(c)) for c in rest)
+        return outputs
+    with ThreadPoolExecutor(max_workers=min(target.concurrency, len(rest)), thread_name_prefix="rag-gate-target") as pool:
+        outputs.update((out.case_id, out) for out in pool.map(ask, rest))
+    return outputs
 
 
 def reference_k(spec: Spec) -> int:
@@ -91,7 +113,7 @@ def reference_k(spec: Spec) -> int:
 
 
 def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, TargetOutput], target: Any,
-                   use_cache: bool) -> dict[str, StageMeasurement]:
+                   use_cache: bool, deadline: Deadline = NO_DEADLINE) -> dict[str, StageMeasurement]:
     """Run the generation and robustness stages the spec configures (they share one judge cache)."""
     stages_cfg = spec.data["stages"]
     judged: dict[str, StageMeasurement] = {}
@@ -105,7 +127,7 @@ def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, T
             from gate.stages.generation import generation_stage
 
             judged["generation"] = generation_stage(stages_cfg["generation"], spec.data.get("judge"), cases, outputs, cache,
-                                                    secrets=spec.secrets)
+                                                    secrets=spec.secrets, deadline=deadline)
         if stages_cfg.get("robustness"):
             from gate.io.golden import load_distractor_file
             from gate.stages.robustness import robustness_stage
@@ -115,7 +137,7 @@ def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, T
             files = load_distractor_file(spec.resolve(noise["file"])) if noise.get("source") == "file" and noise.get("file") else {}
             judged["robustness"] = robustness_stage(
                 cfg, spec.data.get("judge"), cases, outputs, target, cache, match=(spec.retrieval or {}).get("match", {}),
-                precomputed=getattr(target, "noise", None), file_distractors=files, secrets=spec.secrets,
+                precomputed=getattr(target, "noise", None), file_distractors=files, secrets=spec.secrets, deadline=deadline,
             )
     finally:
         cache.close()  # folds the WAL back into the one file that CI caches carry
@@ -153,7 +175,7 @@ def evaluate(
 ) -> Report:
     """The report for one run. Pure: the retrieval stage is measured here (it needs no I/O), ``judged`` holds the
     judge stages already measured (generation, robustness); every stage is gated the same way."""
-    fingerprints = spec.fingerprints(golden_fingerprint(cases))
+    fingerprints = spec.fingerprints(context.golden_fingerprint or golden_fingerprint(cases))
     case_groups = groups(cases)
     measured: dict[str, StageMeasurement] = {"retrieval": _skipped("not configured in the spec")}
     if spec.retrieval:
@@ -169,6 +191,8 @@ def evaluate(
         stages["generation"]["warnings"].append(trap)
     failed = [o.error for o in outputs.values() if o.error is not None]
     errors = run_errors(stages, len(cases), failed, float(spec.data["max_error_rate"]))
+    if context.deadline_note:
+        errors.append(context.deadline_note)
     verdict = decide_verdict((s["status"] for s in stages.values()), errors)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -228,6 +252,55 @@ def _baseline_info(spec: Spec, context: RunContext, fingerprints: dict[str, str]
     }
 
 
+def unsorted_scores_note(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> list[str]:
+    """A note when retrieved lists carry scores that are not in descending order: rag-gate ranks by list order (the
+    order the RAG system uses), trec_eval by score, so the two would disagree on those cases."""
+    unsorted = [c.id for c in cases
+                if (scores := [d.score for d in outputs[c.id].retrieved if d.score is not None])
+                and any(a < b for a, b in zip(scores, scores[1:], strict=False))]
+    if not unsorted:
+        return []
+    return [f"{len(unsorted)} case(s) list passages whose scores are not in descending order (first: {unsorted[0]}); "
+            "rag-gate ranks by the order of the list, trec_eval by score: sort the list if the scores are the ranking"]
+
+
+def passage_text_warning(spec: Spec, outputs: Mapping[str, TargetOutput]) -> str | None:
+    """A warning when the target's answers carry no passage text while a configured stage needs it (the noise test's
+    contexts and corpus distractors, the judge metrics that read contexts): said once, with the count and the key to
+    set, instead of a stage that quietly finds "no distractor" or "no contexts" for every case."""
+    needs: list[str] = []
+    rob = spec.data["stages"].get("robustness") or {}
+    if rob.get("noise"):
+        needs.append("the robustness noise test")
+    gen = spec.data["stages"].get("generation") or {}
+    if gen and set(gen.get("metrics", [])) - {"exact_match", "token_f1", "rouge_l"}:
+        needs.append("the judge metrics that read contexts")
+    answered = [o for o in outputs.values() if o.error is None and o.retrieved]
+    bare = [o for o in answered if not o.contexts and not any(d.text for d in o.retrieved)]
+    if not needs or not bare:
+        return None
+    target = spec.target
+    if "http" in target:
+        key = f"target.http.response.text (now {target['http'].get('response', {}).get('text', 'text')!r})"
+    elif "results" in target:
+        key = "a 'text' in each item of 'retrieved' in the results file (or 'contexts' on each line)"
+    else:
+        key = "a 'text' in each retrieved item the python target returns (or 'contexts')"
+    return (f"{len(bare)} of {len(answered)} answers carry no passage text, which {' and '.join(needs)} need: "
+            f"set {key} to the field that holds each passage's text")
+
+
+def deadline_note(deadline: Deadline, outputs: Mapping[str, TargetOutput], judged: Mapping[str, StageMeasurement]) -> str | None:
+    """A sentence saying how far the run got, if max_duration_s ran out before it finished; None if it did not."""
+    late_cases = sum(1 for o in outputs.values() if o.error is not None and REACHED in o.error)
+    late_scores = sum(1 for stage in judged.values() for s in stage["samples"] for e in [s.get("error") or ""] if REACHED in e)
+    if not late_cases and not late_scores:
+        return None
+    return (f"the run reached max_duration_s ({deadline.seconds:g} s) after {deadline.elapsed():.0f} s: "
+            f"{len(outputs) - late_cases} of {len(outputs)} cases answered, {late_scores} judged case(s) left unscored; "
+            "what was done is kept (judge scores in the cache), the rest is errored with 'deadline reached'")
+
+
 def now_iso() -> str:
     """The clock a run is recorded under: UTC, to the second."""
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -241,6 +314,7 @@ class RunOptions:
     commit: str | None = None
     pull_request: tuple[int | None, str | None] | None = None  # (number, head commit), recorded in report.run
     use_cache: bool = True
+    max_duration_s: float | None = None  # overrides the spec's (the action's max-duration-s input)
     secrets: Sequence[str] = ()  # secrets the run knows besides the spec's (the action's GitHub token)
     history_store: HistoryStore | None = None  # default: the spec's local history file
     choose_baseline: BaselineChooser | None = None  # picks the baseline from the history; None: the committed file
@@ -272,19 +346,25 @@ def run(config: str, options: RunOptions | None = None) -> Report:
             baseline, source = chosen
         elif chosen is not None:
             source = f"{chosen[1]}; {COMMITTED}" if baseline else chosen[1]
-        target = make_target(spec, cases)
+        deadline = Deadline(options.max_duration_s if options.max_duration_s is not None else spec.data.get("max_duration_s"))
+        target = make_target(spec, cases, deadline)
         try:
             if options.on_start:
                 options.on_start(len(cases), target.kind)
-            outputs = collect_outputs(target, cases, spec.target_k, options.on_done)
+            outputs = collect_outputs(target, cases, spec.target_k, options.on_done, deadline)
             unmatched = getattr(target, "unmatched", [])
             notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
-            judged = measure_judged(spec, cases, outputs, target, options.use_cache)  # robustness asks the target again
+            notes += unsorted_scores_note(cases, outputs)
+            judged = measure_judged(spec, cases, outputs, target, options.use_cache, deadline)  # robustness asks the target again
         finally:
             target.close()
-        history = window(entries, max_entries, {"golden_set": golden_fingerprint(cases)})
+        golden = golden_fingerprint(cases)
+        history = window(entries, max_entries, {"golden_set": golden})
+        no_text = passage_text_warning(spec, outputs)
         context = RunContext(created_at=options.now(), commit=options.commit, duration_s=time.perf_counter() - started,
-                             baseline=baseline, baseline_source=source, history=history, warnings=store.warnings,
+                             deadline_note=deadline_note(deadline, outputs, judged), golden_fingerprint=golden,
+                             baseline=baseline, baseline_source=source, history=history,
+                             warnings=[*store.warnings, *([no_text] if no_text else [])],
                              target_kind=target.kind, target_notes=notes, pull_request=options.pull_request)
         # one place for the report: no output can hold a secret the target or a judge echoed
         return cast(Report, Redactor([*spec.secrets, *options.secrets]).document(evaluate(spec, cases, outputs, context, judged)))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +25,58 @@ def check_every_document_written() -> Iterator[None]:
         os.environ.pop(SELF_CHECK, None)
     else:
         os.environ[SELF_CHECK] = before
+
+
+JUNIT_XSD = Path(__file__).parent / "data" / "junit-10.xsd"  # Jenkins' JUnit schema (xunit plugin)
+JUNIT_ROOTS = ("testsuites", "testsuite")
+
+
+@pytest.fixture(scope="session")
+def junit_schema() -> Any:
+    """Jenkins' junit-10.xsd as an lxml XMLSchema, parsed once per session (per xdist worker)."""
+    from lxml import etree
+
+    return etree.XMLSchema(etree.parse(str(JUNIT_XSD)))
+
+
+def junit_problem(path: Path, schema: Any) -> str | None:
+    """Why the file at `path` is not valid JUnit XML against `schema`; None if it is valid or is no JUnit XML at all
+    (its root element is neither <testsuites> nor <testsuite>). A file that starts as JUnit XML and is then ill-formed
+    is a problem too."""
+    from lxml import etree
+
+    try:
+        _, first = next(etree.iterparse(str(path), events=("start",)))
+    except (etree.XMLSyntaxError, StopIteration):
+        return None  # ill-formed before its root element: not recognisably JUnit XML
+    if etree.QName(first).localname not in JUNIT_ROOTS:
+        return None
+    try:
+        doc = etree.parse(str(path))
+    except etree.XMLSyntaxError as exc:
+        return f"not well-formed XML: {exc}"
+    if not schema.validate(doc):
+        return "; ".join(f"line {e.line}: {e.message}" for e in schema.error_log)
+    return None
+
+
+@pytest.fixture(autouse=True)
+def check_every_junit_file_written(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test that uses tmp_path, every *.xml file under its tmp_path whose root element is <testsuites>
+    or <testsuite> (rag-gate's --junit output, the Action's rag-gate-report.xml) must be well-formed and valid
+    against Jenkins' JUnit schema, tests/data/junit-10.xsd: an invalid one fails the test with its path and the
+    schema's error. Tests that do not use tmp_path are left alone (no tmp_path is made for them)."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    # both taken before the test: tmp_path is then torn down after this check
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    schema = request.getfixturevalue("junit_schema")
+    yield
+    files = sorted(p for p in tmp_path.rglob("*.xml") if p.is_file())
+    problems = [f"{p}: {why}" for p in files if (why := junit_problem(p, schema))]
+    if problems:
+        pytest.fail("JUnit XML invalid against tests/data/junit-10.xsd:\n" + "\n".join(problems), pytrace=False)
 
 
 # The quickstart RAG served over HTTP (one service per test module), in its three modes.

@@ -26,7 +26,8 @@ Faults are scripted with ``faults``: callables ``(n, kind) -> Action | None`` tr
 where n is the 1-based number of the request and kind is "chat" or "embeddings". Helpers:
 ``first(n, action)``, ``every(n, action)``, ``always(action)``; actions: ``status(code,
 retry_after=None, echo_auth=False)``, ``malformed(content)`` (HTTP 200 whose message content is
-not JSON), ``slow(seconds)`` (answer late: beyond the client's timeout it gives up).
+not JSON), ``slow(seconds)`` (answer late: beyond the client's timeout it gives up), ``cut(keep)`` (the
+answer cut after ``keep`` characters with finish_reason "length", as a reply that hit max_tokens).
 A prompt the server does not recognise is kept in ``unknown_prompts`` and answered with 400.
 """
 
@@ -39,6 +40,7 @@ import json
 import math
 import re
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -47,7 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 __all__ = [
-    "Action", "JudgeServer", "Received", "always", "embed", "every", "first", "malformed", "slow", "status",
+    "Action", "JudgeServer", "Received", "always", "cut", "embed", "every", "first", "malformed", "slow", "status",
     "supported",
 ]
 
@@ -72,6 +74,11 @@ def malformed(content: str = "{not json") -> Action:
 
 def slow(seconds: float) -> Action:
     return Action("slow", seconds=seconds)
+
+
+def cut(keep: int = 12) -> Action:
+    """The real answer cut after ``keep`` characters, with finish_reason "length": a reply that hit max_tokens."""
+    return Action("cut", seconds=float(keep))
 
 
 Fault = Callable[[int, str], "Action | None"]
@@ -460,6 +467,10 @@ class JudgeServer:
             daemon_threads = True
             block_on_close = False
 
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that went away (killed) is no fault
+                    super().handle_error(request, client_address)
+
         self._httpd = Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="judge-server", daemon=True)
         self._thread.start()
@@ -528,12 +539,15 @@ class JudgeServer:
                 return
             rec.prompt_kind, obj = answered
             rec.status = 200
+            if action is not None and action.kind == "cut":
+                h._reply(200, self._completion(body, json.dumps(obj)[: int(action.seconds)], rec.n, finish_reason="length"))
+                return
             h._reply(200, self._completion(body, json.dumps(obj), rec.n))
         finally:
             with self._lock:
                 self._in_flight -= 1
 
-    def _completion(self, body: dict[str, Any], content: str, n: int) -> dict[str, Any]:
+    def _completion(self, body: dict[str, Any], content: str, n: int, finish_reason: str = "stop") -> dict[str, Any]:
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
         completion_tokens = len(content.split())
         with self._lock:
@@ -544,7 +558,7 @@ class JudgeServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model or body.get("model", "judge"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }

@@ -264,3 +264,29 @@ def test_run_with_valid_spec_writes_the_report(tmp_path):
     report = json.loads((root / "out.json").read_text(encoding="utf-8"))
     assert report["verdict"] == "pass"
     assert report["stages"]["retrieval"]["metrics"]["hit_rate@5"] == 1.0
+
+
+# --------------------------------------------------------------------------- unknown metric: the stage's names, "did you mean"
+
+UNKNOWN_METRICS = [
+    # (id, spec, line, words stderr must hold, whether a "did you mean" is expected)
+    ("generation typo", SPEC + "  generation:\n    metrics: [token-f1]\n", 15,
+     ["stages.generation.metrics[0]", "unknown generation metric 'token-f1' (did you mean 'token_f1'?); generation metrics are "], True),
+    ("generation typo past the pattern", SPEC + "  generation:\n    metrics: [faithfulnes]\n", 15,
+     ["stages.generation.metrics", "(did you mean 'faithfulness'?)"], True),
+    ("retrieval typo", _mut("      - mrr", "      - ndgc")(SPEC), 9,
+     ["stages.retrieval.metrics[1]", "unknown retrieval metric 'ndgc' (did you mean 'ndcg'?); retrieval metrics are hit_rate@k"], True),
+    ("generation, nothing close", SPEC + "  generation:\n    metrics: [bleu-4]\n", 15,
+     ["unknown generation metric 'bleu-4'; generation metrics are "], False),
+    ("retrieval, nothing close", _mut("      - mrr", "      - zzz")(SPEC), 9, ["unknown retrieval metric 'zzz'; retrieval metrics are "], False),
+]
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+@pytest.mark.parametrize("spec, line, words, suggests", [u[1:] for u in UNKNOWN_METRICS], ids=[u[0] for u in UNKNOWN_METRICS])
+def test_unknown_metric_names_its_stage(tmp_path, cmd, spec, line, words, suggests):
+    proc = rag_gate(project(tmp_path, spec=spec), *command(cmd))
+    assert_input_error(proc, f"rag-eval.yml:{line}:", *words)
+    assert ("did you mean" in proc.stderr) is suggests, proc.stderr
+    other = "hit_rate@k" if "generation" in words[0] else "token_f1"
+    assert other not in proc.stderr, proc.stderr

@@ -8,6 +8,7 @@ run the real CLI in a subprocess against the same kind of server.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from gate.config.loader import load_spec
+from gate.core.errors import RunError
 from gate.core.model import GoldenCase
 from gate.pipeline import run
 from gate.targets.factory import make_target
@@ -52,6 +54,12 @@ except ImportError:  # tests/ itself on sys.path (pytest's rootdir-less import m
     )
 
 TOKEN = "tok-5ecr3t-9f8e7d6c5b4a"
+
+
+def reason(error: str | None) -> str:
+    """A target error without the URL it names first (every target error says which URL it came from)."""
+    assert error is not None and re.match(r"^https?://\S+: ", error), error
+    return re.sub(r"^https?://\S+: ", "", error, count=1)
 
 
 class Sleeps:
@@ -149,7 +157,7 @@ def test_without_remapping_a_remapped_service_is_an_error() -> None:
     with RagServer({Q: OK_BODY}, question_field="query") as srv:
         out = target(srv).ask(case(Q), k=1)
         assert srv.attempts(Q) == 0 and len(srv.requests) == 1  # no 'query' in the body -> not counted for Q
-    assert out.error is not None and out.error.startswith("HTTP 400")
+    assert out.error is not None and reason(out.error).startswith("HTTP 400")
 
 
 # --- headers and secrets -----------------------------------------------------------------------
@@ -207,7 +215,7 @@ def test_token_never_appears_in_error_strings(tmp_path: Path) -> None:
         assert [r.headers["Authorization"] for r in srv.requests] == [f"Bearer {TOKEN}"] * 3
     errors = [o.error for o in outs]
     assert all(errors), errors
-    assert errors[0].startswith("HTTP 401") and "***" in errors[0]  # the echoed token was there, and redacted
+    assert reason(errors[0]).startswith("HTTP 401") and "***" in errors[0]  # the echoed token was there, and redacted
     assert "malformed JSON" in errors[1] and "***" in errors[1]
     assert "Retry-After" in errors[2]
     assert not any(TOKEN in e for e in errors)
@@ -218,10 +226,11 @@ def test_token_in_url_not_in_errors_or_report(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("RAG_TOKEN", TOKEN)
     url = f"http://127.0.0.1:{free_port()}/search?key=${{RAG_TOKEN}}"
     spec_path = _write_spec(tmp_path, {"http": {"url": url, "retries": 0, "headers": {"Authorization": "Bearer ${RAG_TOKEN}"}}})
-    report = run(str(spec_path))
-    assert report["verdict"] == "error"
-    assert report["cases"][0]["error"] and "connection" in report["cases"][0]["error"].lower()
-    assert TOKEN not in json.dumps(report)
+    with pytest.raises(RunError) as err:  # nobody listens: the run stops at the first case, naming the URL
+        run(str(spec_path))
+    message = err.value.message + (err.value.hint or "")
+    assert "cannot be reached" in message and "/search?key=***" in message and "connection" in message.lower()
+    assert TOKEN not in message
 
 
 # --- retries -----------------------------------------------------------------------------------
@@ -292,7 +301,7 @@ def test_always_503_backs_off_exponentially_then_fails(backoff: float, expected:
         out = target(srv, sleeps, retries=3, backoff_s=backoff).ask(case(Q), k=5)
         assert srv.attempts(Q) == 4
     assert sleeps.calls == pytest.approx(expected)
-    assert out.error == "HTTP 503 after 4 attempts"
+    assert reason(out.error) == "HTTP 503 after 4 attempts"
     assert out.retrieved == [] and out.answer is None
 
 
@@ -302,7 +311,7 @@ def test_retries_zero_means_one_attempt() -> None:
         out = target(srv, sleeps, retries=0).ask(case(Q), k=5)
         assert srv.attempts(Q) == 1
     assert sleeps.calls == []
-    assert out.error == "HTTP 503 after 1 attempt"
+    assert reason(out.error) == "HTTP 503 after 1 attempt"
 
 
 def test_dropped_connection_is_retried_then_errors() -> None:
@@ -339,7 +348,7 @@ def test_connection_broken_mid_body_every_time_errors_as_connection() -> None:
         out = target(srv, retries=1, backoff_s=0).ask(case(Q), k=5)
         assert srv.attempts(Q) == 2
     assert out.error is not None
-    assert out.error.startswith("connection failed") and out.error.endswith("after 2 attempts"), out.error
+    assert reason(out.error).startswith("connection failed") and out.error.endswith("after 2 attempts"), out.error
 
 
 def test_slow_beyond_timeout_errors_as_timed_out() -> None:
@@ -375,7 +384,7 @@ def test_client_errors_are_not_retried(code: int) -> None:
         out = target(srv, sleeps).ask(case(Q), k=5)
         assert srv.attempts(Q) == 1
     assert sleeps.calls == []
-    assert out.error is not None and out.error.startswith(f"HTTP {code}") and "nope" in out.error
+    assert out.error is not None and reason(out.error).startswith(f"HTTP {code}") and "nope" in out.error
 
 
 def test_redirect_loop_is_an_error_not_an_exception() -> None:
@@ -392,7 +401,7 @@ def test_unknown_question_gets_the_servers_404() -> None:
     with RagServer({Q: OK_BODY}) as srv:
         out = target(srv).ask(case("something else"), k=5)
         assert srv.attempts("something else") == 1
-    assert out.error is not None and out.error.startswith("HTTP 404") and "unknown question" in out.error
+    assert out.error is not None and reason(out.error).startswith("HTTP 404") and "unknown question" in out.error
 
 
 @pytest.mark.parametrize(
@@ -541,19 +550,17 @@ def test_mixed_faults_end_to_end_through_the_cli(tmp_path: Path, max_error_rate:
     assert report["exit_code"] == proc.returncode
 
 
-def test_connection_refused_exits_3_with_connection_in_the_errors(tmp_path: Path) -> None:
+def test_connection_refused_exits_3_at_once_naming_the_url(tmp_path: Path) -> None:
+    """A service that is down: the first case finds nobody listening, the run stops there (the other cases are not
+    asked, no retry of theirs is waited out), exit 3, the message names the URL and the cause first."""
     cases = [{"id": f"c{i}", "question": f"q{i}", "relevant_doc_ids": ["d1"]} for i in range(5)]
-    spec = _write_spec(tmp_path, {"http": {"url": f"http://127.0.0.1:{free_port()}/", "retries": 0}}, cases=cases)
+    url = f"http://127.0.0.1:{free_port()}/"
+    spec = _write_spec(tmp_path, {"http": {"url": url, "retries": 2, "backoff_s": 0.01}}, cases=cases)
     report_path = tmp_path / "report.json"
     proc = _cli("run", "--config", str(spec), "--report", str(report_path), cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
-    report = json.loads(report_path.read_text(encoding="utf-8"))
-    assert report["verdict"] == "error"
-    assert report["errors"] and "5 of 5" in report["errors"][0]
-    case_errors = [c["error"] for c in report["cases"]]
-    assert len(case_errors) == 5
-    assert all(e and "connection" in e.lower() and e.endswith("after 1 attempt") for e in case_errors), case_errors
-    assert all(s["error"] == e for s, e in zip(report["stages"]["retrieval"]["samples"], case_errors))
-    assert report["stages"]["retrieval"]["n"] == 0
-    assert "connection" in proc.stdout.lower()  # the console names the cause too
+    first = proc.stderr.splitlines()[-2]
+    assert first.startswith(f"rag-gate: the target cannot be reached: {url}: connection failed") and "after 3 attempts" in first
+    assert "no other case was asked" in proc.stderr
+    assert not report_path.exists()

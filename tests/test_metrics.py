@@ -172,6 +172,27 @@ def test_retrieval_stage_means_equal_trec_eval(graded):
         assert stage["metrics"][metric.name] == pytest.approx(trec_sum / N_QUERIES, **APPROX), metric.name
 
 
+def test_the_two_documented_differences_in_the_averages():
+    """README: a query with no relevant document (here an out-of-scope case) and a case the target did not answer
+    are left out of rag-gate's averages; trec_eval counts the first as 0, and `trec_eval -c` the second."""
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"z": 0}, "q4": {"c": 1}}  # q3: judged, nothing relevant
+    run = {"q1": trec_run(["a", "x"]), "q2": trec_run(["x", "b"]), "q3": trec_run(["z"])}  # q4: not answered
+    trec = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(run)
+    assert trec["q3"]["recip_rank"] == 0 and "q4" not in trec
+    trec_mean = sum(v["recip_rank"] for v in trec.values()) / len(trec)  # over q1..q3
+    trec_c_mean = sum(v["recip_rank"] for v in trec.values()) / len(qrels)  # -c: q4 counts as 0
+    cases = [GoldenCase(id="q1", question="1", line=1, relevant={"a": 1}), GoldenCase(id="q2", question="2", line=2, relevant={"b": 1}),
+             GoldenCase(id="q3", question="3", line=3, type="out_of_scope"), GoldenCase(id="q4", question="4", line=4, relevant={"c": 1})]
+    outputs = {"q1": TargetOutput(case_id="q1", retrieved=[RetrievedDoc("a"), RetrievedDoc("x")]),
+               "q2": TargetOutput(case_id="q2", retrieved=[RetrievedDoc("x"), RetrievedDoc("b")]),
+               "q3": TargetOutput(case_id="q3", retrieved=[RetrievedDoc("z")]),
+               "q4": TargetOutput(case_id="q4", error="timeout")}
+    stage = retrieval_stage(cases, outputs, [parse_metric("mrr")], {})
+    assert stage["n"] == 2 and stage["errored"] == 1 and stage["excluded"] == {"out_of_scope": 1}
+    assert stage["metrics"]["mrr"] == pytest.approx(0.75)  # (1 + 1/2) / 2
+    assert trec_mean == pytest.approx(0.5) and trec_c_mean == pytest.approx(0.375)
+
+
 def test_trec_eval_scores_an_all_non_relevant_run_as_zero_and_so_do_we():
     qrels = {"q": {"a": 2, "b": 1}}
     ranked = ["x", "y", "z"]

@@ -192,7 +192,7 @@ def test_duplicate_by_question_and_id_is_also_an_input_error(tmp_path: Path) -> 
     [
         ('{"id": "c2", "retrieved": [', "invalid JSON"),
         (json.dumps({"id": "c2", "retrieved": "renew#1"}), "'retrieved' must be a list"),
-        (json.dumps({"id": "c2", "retrieved": [], "latency_ms": -1}), "'latency_ms' must be a number >= 0"),
+        (json.dumps({"id": "c2", "retrieved": [], "latency_ms": -1}), "'latency_ms' must be a number of milliseconds from 0 to 1e+09, got -1"),
         (json.dumps({"retrieved": []}), "needs an 'id'"),
     ],
 )

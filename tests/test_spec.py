@@ -362,3 +362,63 @@ def test_env_default_is_used_only_when_unset(tmp_path: Path) -> None:
     assert given.target["http"]["url"] == "http://10.0.0.1/q"
     assert given.target["http"]["headers"]["X-Token"] == "tok-value"
     assert "tok-value" in given.secrets
+
+
+# --------------------------------------------------------------------------- unknown metrics: the right stage, and a "did you mean"
+
+GENERATION = "  generation:\n    metrics:\n      - {name}\n"  # lines 14 generation, 15 metrics, 16 the name
+
+
+@pytest.mark.parametrize(
+    "stage, name, line, expected",
+    [
+        ("generation", "token-f1", 16, "unknown generation metric 'token-f1' (did you mean 'token_f1'?); generation metrics are "),
+        ("generation", "Faithfulness", 16, "unknown generation metric 'Faithfulness' (did you mean 'faithfulness'?)"),
+        ("generation", "deepeval/answer-relevancy", 16, "(did you mean 'deepeval/answer_relevancy'?)"),
+        ("generation", "faithfulnes", 15, "'faithfulnes' is not a ragas metric (did you mean 'faithfulness'?); known: "),
+        ("generation", "hit_rate@5", 16, "unknown generation metric 'hit_rate@5' (a retrieval metric: list it under stages.retrieval.metrics)"),
+        ("retrieval", "hits@5", 9, "unknown retrieval metric 'hits@5' (did you mean 'hit_rate@5'?); retrieval metrics are hit_rate@k, mrr[@k]"),
+        ("retrieval", "NDCG@10", 9, "unknown retrieval metric 'NDCG@10' (did you mean 'ndcg@10'?)"),
+        ("retrieval", "token_f1", 9, "unknown retrieval metric 'token_f1' (a generation metric: list it under stages.generation.metrics)"),
+        ("retrieval", "error_rate", 9, "'error_rate' is a health metric: always computed, gate it under stages.retrieval.gates"),
+        ("retrieval", "recall", 9, "metric 'recall' needs a cut-off, e.g. recall@5"),
+    ],
+)
+def test_unknown_metric_names_its_stage_and_the_closest_name(tmp_path, stage, name, line, expected):
+    text = BASE + GENERATION.format(name=name) if stage == "generation" else BASE.replace("      - mrr", f"      - {name}")
+    path = write(tmp_path, text)
+    msg = str(load_error(path))
+    assert f"{path}:{line}: stages.{stage}.metrics" in msg, msg
+    assert expected in msg, msg
+    if stage == "generation":
+        assert "hit_rate@k" not in msg  # the retrieval list is not offered for a generation metric
+    else:
+        assert "faithfulness" not in msg and "token_f1, " not in msg
+
+
+@pytest.mark.parametrize(
+    "stage, name",
+    [("generation", "zzz-qqq"), ("generation", "wordcount"), ("retrieval", "zzz"), ("retrieval", "bleu@4")],
+)
+def test_unknown_metric_with_no_close_name_has_no_did_you_mean(tmp_path, stage, name):
+    text = BASE + GENERATION.format(name=name) if stage == "generation" else BASE.replace("      - mrr", f"      - {name}")
+    msg = str(load_error(write(tmp_path, text)))
+    assert "did you mean" not in msg, msg
+    assert f"{name}'" in msg
+    assert ("generation metrics are " if stage == "generation" else "retrieval metrics are ") in msg or "is not a ragas metric" in msg
+
+
+def test_did_you_mean_uses_the_spec_criteria(tmp_path):
+    text = BASE + GENERATION.format(name="cites-source") + "    criteria:\n      cites_source: The answer names the document it uses.\n"
+    msg = str(load_error(write(tmp_path, text)))
+    assert "(did you mean 'cites_source'?)" in msg and "or a name from criteria (cites_source)" in msg
+
+
+def test_did_you_mean_helper():
+    from gate.core.catalog import OFFLINE_METRICS, did_you_mean
+
+    assert did_you_mean("token-f1", OFFLINE_METRICS) == "token_f1"
+    assert did_you_mean("ROUGE_L", OFFLINE_METRICS) == "rouge_l"
+    assert did_you_mean("token_f1", OFFLINE_METRICS) is None  # a known name is no typo
+    assert did_you_mean("zzz", OFFLINE_METRICS) is None
+    assert did_you_mean("anything", []) is None

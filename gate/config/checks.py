@@ -3,6 +3,8 @@ pinned, an embeddings model where a metric needs one. Each check returns every e
 
 from __future__ import annotations
 
+import importlib.util
+
 from gate.config.spec import Spec
 from gate.core.catalog import HEALTH_METRICS, parse_metric, plan_metrics, robustness_metric_names
 from gate.core.errors import InputError
@@ -82,8 +84,60 @@ def _check_judge(spec: Spec) -> list[InputError]:
     )]
 
 
+# What each kind of judging imports (checked with find_spec: nothing is imported to check it)
+ENGINE_MODULES = {"ragas": ("ragas", "openai", "httpx", "instructor"), "deepeval": ("deepeval", "openai", "httpx"),
+                  "rag-gate": ("openai", "httpx")}  # rag-gate's own prompts: generated distractors, refusal classification
+
+
+def _judging(spec: Spec) -> tuple[set[str], tuple[str | int, ...]]:
+    """The judge engines the spec's stages use (none without a judge: those metrics are reported as not evaluated),
+    and the key that uses the first of them."""
+    if not spec.data.get("judge"):
+        return set(), ()
+    used: set[str] = set()
+    where: tuple[str | int, ...] = ()
+    gen = spec.data["stages"].get("generation")
+    if gen:
+        try:
+            engines = {p.engine for p in plan_metrics(gen)} - {"offline"}
+        except ValueError:
+            engines = set()
+        if engines:
+            used |= engines
+            where = ("stages", "generation", "metrics")
+    rob = spec.data["stages"].get("robustness") or {}
+    noise = rob.get("noise") or {}
+    correctness = noise.get("correctness") or {}
+    if correctness.get("method") == "judge":
+        used.add(correctness.get("engine", "ragas"))
+        where = where or ("stages", "robustness", "noise", "correctness")
+    if noise.get("source") == "generated" or (rob.get("rejection") or {}).get("judge"):
+        used.add("rag-gate")
+        where = where or ("stages", "robustness")
+    return used, where
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _check_engines(spec: Spec) -> list[InputError]:
+    """A judge configured without the judge engines installed: say so now, not after every question was asked."""
+    used, where = _judging(spec)
+    missing = sorted({m for engine in used for m in ENGINE_MODULES.get(engine, ()) if not _installed(m)})  # ${E} engines: later
+    if not missing:
+        return []
+    return [spec.error(f"the judge metrics need the judge engines, and {', '.join(missing)} "
+                       f"{'is' if len(missing) == 1 else 'are'} not installed",
+                       *where, hint="pip install 'rag-gate[judges]' (the Docker image of the action has them)")]
+
+
 def check_semantics(spec: Spec) -> list[InputError]:
-    errors: list[InputError] = _check_generation(spec) + _check_robustness(spec) + _check_judge(spec) + _check_embeddings(spec)
+    errors: list[InputError] = (_check_generation(spec) + _check_robustness(spec) + _check_judge(spec) + _check_embeddings(spec)
+                                + _check_engines(spec))
     stage = spec.retrieval
     if stage:
         names = set()

@@ -3,7 +3,9 @@
 Steps, in order:
   1. read the file and parse it with the safe YAML loader (line of every key kept);
   2. validate the raw data against config.schema.json (before any ${VAR} is expanded,
-     so an error message can never show a secret);
+     so an error message can never show a secret): a string holding a ${NAME} is left
+     out here and checked once expanded (step 5), so the schema's alternatives that accept
+     any reference (its "env_ref" branches, for editors and check-jsonschema) are dropped;
   3. fill the defaults the schema declares;
   4. check what the schema cannot (metric names, gates on metrics that exist);
   5. expand ${NAME} references from the environment, remembering the values as secrets;
@@ -24,6 +26,14 @@ from typing import TYPE_CHECKING, Any
 from gate.config.checks import check_semantics
 from gate.config.spec import Spec
 from gate.config.yamlfile import line_of, load_yaml
+from gate.core.catalog import (
+    HEALTH_METRICS,
+    RETRIEVAL_BASES,
+    generation_metric_hint,
+    generation_metric_names,
+    retrieval_metric_names,
+    suggest_retrieval_metric,
+)
 from gate.core.errors import InputError, InputErrors, KeyPath, key_path
 from gate.io.schema import SchemaValidator, best_branch_error, describe
 
@@ -33,15 +43,47 @@ if TYPE_CHECKING:
 _ENV_REF = re.compile(r"\$(\$)?\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
+_ENV_REF_BRANCH = {"$ref": "#/$defs/env_ref"}
+
+
 @cache
 def config_validator() -> SchemaValidator:
-    return SchemaValidator(config_schema())
+    """The validator of the spec, before and after expansion: config.schema.json without its env_ref alternatives."""
+    return SchemaValidator(strict_config_schema())
 
 
 @cache
 def config_schema() -> dict[str, Any]:
     """The JSON Schema of rag-eval.yml, shipped inside the package."""
     return json.loads(resources.files("gate").joinpath("config.schema.json").read_text(encoding="utf-8"))
+
+
+@cache
+def strict_config_schema() -> dict[str, Any]:
+    """config.schema.json with every ``anyOf: [constraint, {$ref: env_ref}]`` replaced by the constraint itself.
+
+    The schema lets a constrained string hold a ${NAME} (an editor cannot know its value). The loader is
+    stricter: it skips such a string before expansion and checks the expanded value against the constraint
+    itself, so that an expanded value that happens to hold "${" (an escaped $${NAME}) is no reference.
+    """
+    return _without_env_refs(config_schema())
+
+
+def _without_env_refs(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_without_env_refs(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _without_env_refs(v) for k, v in node.items() if k != "anyOf"}
+    if "anyOf" in node:
+        branches = [b for b in node["anyOf"] if b != _ENV_REF_BRANCH]
+        if len(branches) == 1 and len(node["anyOf"]) == 2 and not set(branches[0]) & set(out):
+            out.update(_without_env_refs(branches[0]))
+        else:
+            out["anyOf"] = [_without_env_refs(b) for b in branches]
+    if isinstance(out.get("$defs"), dict):
+        out["$defs"].pop("env_ref", None)
+    return out
 
 
 def _fill_defaults(instance: Any, schema: dict[str, Any], root: dict[str, Any]) -> None:
@@ -65,8 +107,8 @@ def _fill_defaults(instance: Any, schema: dict[str, Any], root: dict[str, Any]) 
             _fill_defaults(instance, branch, root)
 
 
-def _schema_message(error: jsonschema.ValidationError) -> tuple[KeyPath, str]:
-    """A readable message and the key path it is about, for one schema error."""
+def _schema_message(error: jsonschema.ValidationError, raw: Any = None) -> tuple[KeyPath, str]:
+    """A readable message and the key path it is about, for one schema error (``raw``: the whole spec)."""
     path: KeyPath = tuple(error.absolute_path)
     schema = error.schema if isinstance(error.schema, dict) else {}
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
@@ -86,9 +128,9 @@ def _schema_message(error: jsonschema.ValidationError) -> tuple[KeyPath, str]:
                 return path, f"give exactly one of {', '.join(names)} (found {', '.join(present)})"
             return path, f"needs one of {', '.join(names)}"
         if error.context:
-            return _schema_message(best_branch_error(error))
-    if error.validator == "pattern" and path and path[-2:-1] == ("metrics",):
-        return path, f"unknown metric {error.instance!r}; use hit_rate@k, mrr, recall@k, precision@k, ndcg@k, map, context_recall@k"
+            return _schema_message(best_branch_error(error), raw)
+    if error.validator == "pattern" and len(path) >= 3 and path[-2] == "metrics" and isinstance(error.instance, str):
+        return path, _unknown_metric(str(path[-3]), error.instance, raw)
     if error.validator == "const":
         return path, f"must be {error.validator_value!r}, got {error.instance!r}"
     if error.validator == "enum":
@@ -96,9 +138,60 @@ def _schema_message(error: jsonschema.ValidationError) -> tuple[KeyPath, str]:
     return path, error.message
 
 
+def _unknown_metric(stage: str, name: str, raw: Any) -> str:
+    """Why a name in stages.<stage>.metrics is refused, with the closest name of that stage and the list of them."""
+    if stage == "generation":
+        criteria = _value_at(raw, ("stages", "generation", "criteria"))
+        names = sorted(criteria) if isinstance(criteria, dict) else []
+        known = ", ".join(sorted(generation_metric_names()))
+        custom = f"or a name from criteria ({', '.join(names)})" if names else "or a name from criteria"
+        return (f"unknown generation metric {name!r}{generation_metric_hint(name, names)}; generation metrics are {known} "
+                f"(ragas/ or deepeval/ in front picks the engine of an LLM metric), {custom}")
+    if name in HEALTH_METRICS:
+        return f"{name!r} is a health metric: always computed, gate it under stages.retrieval.gates without listing it in metrics"
+    base, at, _ = name.partition("@")
+    if base in RETRIEVAL_BASES:
+        return (f"metric {name!r}: the cut-off must be a whole number from 1, e.g. {base}@10" if at
+                else f"metric {name!r} needs a cut-off, e.g. {base}@5")
+    suggestion = suggest_retrieval_metric(name)
+    if name.rpartition("/")[2] in generation_metric_names():
+        hint = " (a generation metric: list it under stages.generation.metrics)"
+    elif suggestion in HEALTH_METRICS:
+        hint = f" (did you mean {suggestion!r}? a health metric: always computed, gate it without listing it)"
+    elif suggestion:
+        hint = f" (did you mean {suggestion!r}?)"
+    else:
+        hint = ""
+    return (f"unknown retrieval metric {name!r}{hint}; retrieval metrics are {', '.join(retrieval_metric_names())}; "
+            f"health metrics ({', '.join(HEALTH_METRICS)}) are always computed: gate them without listing them")
+
+
 def _has_env_ref(value: Any) -> bool:
     """True for a string holding a ${NAME} to expand (not an escaped $${NAME})."""
     return isinstance(value, str) and any(not m.group(1) for m in _ENV_REF.finditer(value))
+
+
+def _about_env_refs_only(error: jsonschema.ValidationError) -> bool:
+    """True when an error is only about strings holding ${NAME}, which are checked once expanded: the string itself,
+    or every error of the branch of a oneOf/anyOf that fits best (python: {function: "${FN}"})."""
+    if _has_env_ref(error.instance):
+        return True
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        best = best_branch_error(error)
+        while best.parent is not None and best.parent is not error:  # best_match may pick an error deeper down
+            best = best.parent
+        if best is error or not best.relative_schema_path:
+            return False
+        branch = best.relative_schema_path[0]
+        return all(_about_env_refs_only(e) for e in error.context if e.relative_schema_path and e.relative_schema_path[0] == branch)
+    return False
+
+
+def _leaf(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """The error of the best-fitting branch, down through nested oneOf/anyOf: the key it names is the one to show."""
+    while error.validator in ("oneOf", "anyOf") and error.context:
+        error = best_branch_error(error)
+    return error
 
 
 def _rule(error: jsonschema.ValidationError) -> str:
@@ -125,7 +218,7 @@ def _expanded_errors(spec: Spec, validator: SchemaValidator) -> list[InputError]
     """Schema errors of values that came from ${VARS}, checked after expansion, never showing the value."""
     errors = []
     for err in validator.errors(spec.data):
-        at: KeyPath = tuple(err.absolute_path)
+        at: KeyPath = tuple(_leaf(err).absolute_path)
         raw = _value_at(spec.raw, at)
         names = sorted({m.group(2) for m in _ENV_REF.finditer(raw) if not m.group(1)}) if isinstance(raw, str) else []
         refs = ", ".join("${" + n + "}" for n in names) or "the environment"
@@ -179,9 +272,9 @@ def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None) -
     validator = config_validator()
     errors: list[InputError] = []
     for err in sorted(validator.errors(raw), key=lambda e: line_of(lines, tuple(e.absolute_path)) or 0):
-        if _has_env_ref(err.instance):
-            continue  # a string holding ${NAME} is checked once expanded (the schema allows ${NAME} in any string)
-        at, message = _schema_message(err)
+        if _about_env_refs_only(err):
+            continue  # a string holding ${NAME} is checked once expanded (config.schema.json's env_ref branches accept it)
+        at, message = _schema_message(err, raw)
         errors.append(InputError(message, file=file, line=line_of(lines, at), key=key_path(at)))
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)

@@ -29,12 +29,25 @@ def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], file: str) 
             _walk(item, path + (i,), lines, file)
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """The safe loader, refusing aliases (``*name``) as the parser meets them: an alias repeats a node without copying
+    it, so ten nested aliases expand to billions of nodes ("billion laughs") and an alias inside its own anchor loops
+    for ever. A spec has no need of them; refusing them keeps loading linear in the file's size."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise InputError(f"YAML aliases (*{event.anchor}) are not allowed in a rag-gate spec: write the value out",
+                             line=event.start_mark.line + 1)
+        return super().compose_node(parent, index)
+
+
 def load_yaml(text: str, file: str) -> tuple[Any, dict[KeyPath, int]]:
     """Parse YAML with the safe loader. Returns (data, {key path: line}).
 
-    Tags such as ``!!python/object`` are refused (nothing is executed); duplicate keys are errors.
+    Tags such as ``!!python/object`` are refused (nothing is executed); duplicate keys are errors; aliases are refused.
     """
-    loader = yaml.SafeLoader(text)
+    loader = _NoAliasLoader(text)
     try:
         node = loader.get_single_node()
         lines: dict[KeyPath, int] = {}
@@ -42,6 +55,8 @@ def load_yaml(text: str, file: str) -> tuple[Any, dict[KeyPath, int]]:
             return None, lines
         _walk(node, (), lines, file)
         return loader.construct_document(node), lines
+    except InputError as exc:  # an alias: the loader knows the line, not the file
+        raise InputError(exc.message, file=file, line=exc.line) if exc.file is None else exc from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)

@@ -11,6 +11,7 @@ from typing import Any
 
 from gate.core.model import CASE_TYPES, GoldenCase
 
+MAX_GRADE = 1000  # graded relevance is a small scale (trec's 1-3); a huge grade would overflow the nDCG arithmetic
 FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "type", "tags", "category", "metadata")
 
 
@@ -26,8 +27,9 @@ def _relevant(value: Any) -> dict[str, int]:
         return dict.fromkeys(value, 1)
     if isinstance(value, dict):
         for k, g in value.items():
-            if not k or isinstance(g, bool) or not isinstance(g, int) or g < 1:
-                raise ValueError(f"relevant_doc_ids[{k!r}] must be an integer grade >= 1, got {g!r}")
+            if not k or isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= MAX_GRADE:
+                shown = repr(g) if len(repr(g)) <= 40 else f"a number of {len(str(g))} digits"
+                raise ValueError(f"relevant_doc_ids[{k!r}] must be an integer grade from 1 to {MAX_GRADE}, got {shown}")
         return dict(value)
     raise ValueError(f"relevant_doc_ids must be a list or an object {{id: grade}}, got {type(value).__name__}")
 
@@ -74,13 +76,15 @@ def parse_case(row: Any) -> GoldenCase | str:
     )
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)  # what json.dumps(..., ensure_ascii=False) uses, made once
+
+
 def fingerprint(cases: Iterable[GoldenCase]) -> str:
     """Content hash of the golden set: what each case asks and what counts as relevant."""
-    h = hashlib.sha256()
-    for c in sorted(cases, key=lambda c: c.id):
-        h.update(json.dumps([c.id, c.question, c.ground_truth, sorted(c.relevant.items()), c.type], ensure_ascii=False).encode())
-        h.update(b"\n")
-    return "sha256:" + h.hexdigest()[:16]
+    encode = _ENCODER.encode
+    rows = "".join(encode([c.id, c.question, c.ground_truth, sorted(c.relevant.items()), c.type]) + "\n"
+                   for c in sorted(cases, key=lambda c: c.id))
+    return "sha256:" + hashlib.sha256(rows.encode()).hexdigest()[:16]
 
 
 def groups(cases: Iterable[GoldenCase]) -> dict[str, dict[str, list[str]]]:

@@ -11,8 +11,9 @@ Every metric name in a report matches ``METRIC_NAME_PATTERN`` (the report schema
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,8 +124,9 @@ def plan_metrics(cfg: Mapping[str, Any]) -> list[MetricPlan]:
         known = RAGAS_METRICS if engine == "ragas" else DEEPEVAL_METRICS
         if metric not in known:
             both = sorted(RAGAS_METRICS | DEEPEVAL_METRICS | OFFLINE_METRICS)
+            hint = generation_metric_hint(written, criteria)
             raise ValueError(
-                f"{written!r} is not a {engine} metric; known: {', '.join(both)} (ragas: {', '.join(sorted(RAGAS_METRICS))}; "
+                f"{written!r} is not a {engine} metric{hint}; known: {', '.join(both)} (ragas: {', '.join(sorted(RAGAS_METRICS))}; "
                 f"deepeval: {', '.join(sorted(DEEPEVAL_METRICS))}), or a name from criteria"
             )
         raw.append((written, engine, metric))
@@ -147,3 +149,60 @@ def plan_metrics(cfg: Mapping[str, Any]) -> list[MetricPlan]:
 def robustness_metric_names(stage_cfg: Mapping[str, Any]) -> set[str]:
     """The metrics a robustness stage computes: rejection always, noise when configured."""
     return set(REJECTION_METRICS) | (set(NOISE_METRICS) if stage_cfg.get("noise") else set())
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to a mistyped one (difflib, cutoff 0.6, ignoring case); None when none is close or it
+    is the name itself."""
+    by_lower = {k.lower(): k for k in sorted(set(known), reverse=True)}  # the first spelling wins on a case clash
+    close = difflib.get_close_matches(name.lower(), sorted(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close and by_lower[close[0]] != name else None
+
+
+def generation_metric_names(criteria: Iterable[str] = ()) -> set[str]:
+    """Every name a generation stage may list without an engine prefix: the engines' metrics, the no-model ones, criteria."""
+    return set(RAGAS_METRICS | DEEPEVAL_METRICS | OFFLINE_METRICS) | set(criteria)
+
+
+def suggest_generation_metric(written: str, criteria: Iterable[str] = ()) -> str | None:
+    """How a mistyped generation metric was probably meant (``token-f1`` -> ``token_f1``, ``deepeval/faithfulnes``
+    -> ``deepeval/faithfulness``); None when nothing is close."""
+    engine, _, metric = written.rpartition("/")
+    criteria = set(criteria)
+    match = did_you_mean(metric, generation_metric_names(criteria))
+    if match is None:
+        return None
+    if engine in ("ragas", "deepeval") and match not in OFFLINE_METRICS:
+        if match in criteria and engine != "deepeval":
+            return match
+        match = f"{engine}/{match}"
+    return match if match != written else None
+
+
+def suggest_retrieval_metric(name: str) -> str | None:
+    """How a mistyped retrieval or health metric was probably meant, keeping its cut-off (``hits@5`` -> ``hit_rate@5``,
+    ``ndgc`` -> ``ndcg``, ``hitrate`` -> ``hit_rate@k``); None when nothing is close."""
+    base, at, k = name.partition("@")
+    spellings: dict[str, str] = {h: h for h in HEALTH_METRICS}  # compared -> shown
+    for b, (needs_k, _) in RETRIEVAL_BASES.items():
+        if at:
+            spellings[f"{b}@{k}"] = f"{b}@{k}" if re.fullmatch(r"[1-9][0-9]*", k) else f"{b}@k"
+        else:
+            spellings[b] = f"{b}@k" if needs_k else b
+    match = did_you_mean(name, spellings)
+    shown = spellings[match] if match is not None else None
+    return shown if shown != name else None
+
+
+def generation_metric_hint(written: str, criteria: Iterable[str]) -> str:
+    """" (did you mean 'x'?)" for a mistyped generation metric, or a pointer to the retrieval stage; "" otherwise."""
+    suggestion = suggest_generation_metric(written, criteria)
+    if suggestion:
+        return f" (did you mean {suggestion!r}?)"
+    return " (a retrieval metric: list it under stages.retrieval.metrics)" if is_retrieval_metric_name(written) else ""
+
+
+def is_retrieval_metric_name(name: str) -> bool:
+    """True for a name of the retrieval stage, written right or without its cut-off (``mrr``, ``recall``, ``ndcg@10``)."""
+    m = _RETRIEVAL_NAME.fullmatch(name)
+    return bool(m and m.group(1) in RETRIEVAL_BASES) or name in HEALTH_METRICS

@@ -38,10 +38,11 @@ class GateDecision:
     delta: float | None
     higher_is_better: bool
     checks: list[Check] = field(default_factory=list)
+    configured: str = ""  # the gate as the spec writes it (shown even when no check could run)
 
     @property
     def rule(self) -> str:
-        return ", ".join(f"{c.kind} {c.limit}" for c in self.checks if c.kind != "value") or "-"
+        return self.configured or ", ".join(f"{c.kind} {c.limit}" for c in self.checks if c.kind != "value") or "-"
 
     @property
     def method(self) -> str:
@@ -139,7 +140,7 @@ def decide(
     delta = None if value is None or base.value is None else value - base.value
     if value is None:
         check = Check("value", "-", "error", "metric was not computed (every case errored or none applies)")
-        return GateDecision(stage, metric, "error", None, base.value, None, higher_is_better, [check])
+        return GateDecision(stage, metric, "error", None, base.value, None, higher_is_better, [check], configured_rule(gate))
     confidence = float(gate.get("confidence", DEFAULT_CONFIDENCE))
     checks: list[Check] = []
     if "min" in gate:
@@ -169,6 +170,14 @@ def decide(
     statuses = {c.status for c in checks}
     status: Status = "fail" if "fail" in statuses else "pass" if "pass" in statuses else "skipped"
     return GateDecision(stage, metric, status, value, base.value, delta, higher_is_better, checks)
+
+
+def configured_rule(gate: Mapping[str, Any]) -> str:
+    """The gate's rule in words, from the spec: "min 0.8, max_drop 0.02, trend 0.03"."""
+    parts = [f"{kind} {gate[kind]}" for kind in ("min", "max", "max_drop") if kind in gate]
+    if "trend" in gate:
+        parts.append(f"trend {gate['trend']['max_drop']}")
+    return ", ".join(parts)
 
 
 def skipped(stage: str, metric: str, gate: Mapping[str, Any], reason: str, higher_is_better: bool = True) -> GateDecision:

@@ -108,8 +108,11 @@ def run_errors(stages: Mapping[str, StageResult], calls: int, failed: Iterable[s
             errors.append(f"stage {name}: a gated metric could not be computed")
         scores = stage.get("scores")
         if scores and scores["error_rate"] > max_error_rate + 1e-12:
+            judge, usage = stage.get("judge"), stage.get("usage")
+            judged = bool(judge and judge["model"]) or bool(usage and usage.get("calls"))
+            what = "judge scores" if judged else "scores (of the metrics that need no model)"
             errors.append(
-                f"stage {name}: {scores['errored']} of {scores['attempted']} judge scores could not be computed "
+                f"stage {name}: {scores['errored']} of {scores['attempted']} {what} could not be computed "
                 f"(error rate {scores['error_rate']:.1%}, above max_error_rate {max_error_rate:.1%})"
             )
         if stage.get("budget_exceeded"):

@@ -57,7 +57,7 @@ def event(env: Mapping[str, str]) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -138,7 +138,8 @@ def _main(env: dict[str, str]) -> int:
     pr = pull.get("number")
     base_sha = (pull.get("base") or {}).get("sha")
     head_sha = (pull.get("head") or {}).get("sha") or (None if pull else env.get("GITHUB_SHA"))
-    options = RunOptions(commit=env.get("GITHUB_SHA"), pull_request=(pr, head_sha), secrets=[token] if token else [])
+    options = RunOptions(commit=env.get("GITHUB_SHA"), pull_request=(pr, head_sha), secrets=[token] if token else [],
+                         max_duration_s=_seconds(action_input(env, "max-duration-s")))
     store = None
     if client is not None:
         from gate.github.history import ReadTolerant, RepoHistoryStore, baseline_chooser
@@ -172,6 +173,19 @@ def _main(env: dict[str, str]) -> int:
     elif mode == "gate" and pr:
         emit("notice", "no github-token: the PR comment was skipped")
     return code
+
+
+def _seconds(value: str) -> float | None:
+    """The max-duration-s input: empty (the spec decides) or a positive number of seconds."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise InputError(f"must be a positive number of seconds, got {value!r}", key="input max-duration-s")
+    return seconds
 
 
 def _client(env: Mapping[str, str], token: str) -> Any:

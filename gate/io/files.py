@@ -1,14 +1,21 @@
-"""Writing files: one helper owns it (folders created, '-' is stdout, atomic replace, ordinary file modes)."""
+"""Writing files: one helper owns it (folders created, '-' is stdout, atomic replace, ordinary file modes).
+
+A file is written to a hidden temporary beside it (``.<name>.<pid>.<random>.tmp``) and renamed over it, so a
+reader, or a run killed half-way, never sees it half-written. A temporary left by a killed run (its process is
+gone) is removed the next time the same file is written. A disk that is full or a folder that cannot be written
+is not a mistake in the input: exit 3, naming the path.
+"""
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from gate.core.errors import InputError
+from gate.core.errors import RunError
 
 
 @functools.cache
@@ -20,6 +27,33 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def remove_stale_temporaries(target: Path) -> list[Path]:
+    """Remove the temporaries of ``target`` that a process which no longer runs left behind; the ones removed."""
+    removed = []
+    for tmp in target.parent.glob(f".{target.name}.*.tmp"):
+        parts = tmp.name[len(target.name) + 2:].split(".")
+        if len(parts) >= 2 and parts[0].isdigit() and int(parts[0]) != os.getpid() and not _alive(int(parts[0])):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def _unwritable(what: str, target: Path, exc: OSError) -> RunError:
+    reason = {errno.ENOSPC: "the disk is full", errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+              errno.EDQUOT: "the disk quota is exceeded"}.get(exc.errno or 0, exc.strerror or str(exc))
+    return RunError(f"{target}: cannot write the {what}: {reason}", hint="write it to another folder, or free some space")
+
+
 def write_text(path: str | os.PathLike[str], text: str, *, what: str = "file") -> None:
     """Write ``text`` to ``path`` atomically; '-' writes to stdout. Never leaves a half-written file."""
     if str(path) == "-":
@@ -29,9 +63,10 @@ def write_text(path: str | os.PathLike[str], text: str, *, what: str = "file") -
     target = Path(path)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        remove_stale_temporaries(target)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
-        raise InputError(f"cannot write the {what}: {exc.strerror}", file=str(target)) from None
+        raise _unwritable(what, target, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
@@ -40,5 +75,5 @@ def write_text(path: str | os.PathLike[str], text: str, *, what: str = "file") -
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise InputError(f"cannot write the {what}: {exc.strerror}", file=str(target)) from None
+            raise _unwritable(what, target, exc) from None
         raise

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from gate.core.cases import parse_case
 from gate.core.errors import InputError, InputErrors
 from gate.core.model import GoldenCase
+from gate.io.jsonparse import BadJSON, parse
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
@@ -26,9 +26,10 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                 if not line.strip():
                     continue
                 try:
-                    yield lineno, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", file=str(path), line=lineno) from None
+                    row = parse(line, max_depth=None)
+                except BadJSON as exc:
+                    raise InputError(exc.message, file=str(path), line=lineno) from None
+                yield lineno, row
         except UnicodeDecodeError:
             raise InputError("not UTF-8 text", file=str(path)) from None
 

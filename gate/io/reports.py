@@ -18,6 +18,7 @@ from typing import Any, Literal, cast
 
 from gate.core.errors import InputError, key_path
 from gate.core.report import SCHEMA_VERSION, Baseline, HistoryEntry, Report
+from gate.io.jsonparse import BadJSON, parse
 from gate.io.schema import SchemaValidator, describe
 
 Document = Literal["report", "baseline", "history_entry"]
@@ -110,14 +111,9 @@ def load_json(path: Path, what: str, *, hint: str | None = None) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the {what}: {getattr(exc, 'strerror', None) or exc}", file=str(path)) from None
     try:
-        return json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg} (invalid JSON at column {exc.colno})", file=str(path), line=exc.lineno, hint=hint) from None
-
-
-def _no_constant(name: str) -> Any:
-    """NaN and Infinity are not JSON (Python's parser accepts them): refused like any other invalid JSON."""
-    raise json.JSONDecodeError(f"{name} is not a JSON number", name, 0)
+        return parse(text)
+    except BadJSON as exc:
+        raise InputError(f"not JSON: {exc.message}", file=str(path), line=exc.line, hint=hint) from None
 
 
 def read_report(path: Path, *, allow_error: bool = False) -> Report:
@@ -146,8 +142,8 @@ def parse_history(text: str, where: str, warnings: list[str]) -> list[HistoryEnt
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
+            data = parse(line)
+        except BadJSON:
             warnings.append(f"{where}:{lineno}: not JSON, skipped")
             continue
         if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:

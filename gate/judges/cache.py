@@ -39,6 +39,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 import random
 import sqlite3
 import threading
@@ -49,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from gate.core.errors import InputError, RunError
+from gate.core.errors import InputError, RagGateError, RunError
 from gate.judges import JudgeInput
 
 SCHEMA_VERSION = 1
@@ -200,7 +201,8 @@ class JudgeCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InputError(f"cannot create the folder for the judge cache: {exc.strerror or exc}", file=str(self.path)) from None
+            raise RunError(f"{self.path}: cannot create the folder for the judge cache: {exc.strerror or exc}",
+                           hint="point cache.path at a writable folder, or run with --no-cache") from None
         try:
             self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
@@ -339,7 +341,17 @@ class JudgeCache:
                     raise self._unusable(exc) from None
             raise AssertionError("unreachable")
 
-    def _unusable(self, exc: sqlite3.Error) -> InputError:
+    def _unusable(self, exc: sqlite3.Error) -> RagGateError:
+        """A file SQLite cannot read as a cache is a bad input (delete it); a place it cannot write is not (exit 3)."""
+        message = str(exc).lower()
+        if self.path.is_dir():
+            return InputError("is a folder, not a judge cache file: point cache.path at a file", file=str(self.path), hint=_HINT)
+        if any(s in message for s in ("readonly", "read-only", "unable to open", "disk i/o", "database or disk is full")):
+            exists = "exists" if self.path.exists() else "does not exist yet"
+            writable = os.access(self.path.parent, os.W_OK)
+            where = f"the folder {self.path.parent} is not writable" if not writable else "the file or its folder cannot be written"
+            return RunError(f"{self.path}: cannot write the judge cache ({exc}): the file {exists} and {where}",
+                            hint="point cache.path at a writable folder (the CI cache restores it there), or run with --no-cache")
         return InputError(f"is not a usable judge cache ({exc}): delete the file", file=str(self.path), hint=_HINT)
 
 

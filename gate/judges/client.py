@@ -35,6 +35,7 @@ class JudgeClient:
 
         self.settings = settings
         self.redactor = Redactor([settings.api_key or "", *settings.secrets])
+        self.cut_replies = 0  # replies the judge stopped at its token limit (finish_reason "length")
         self.budget_exceeded = False
         self._reserved = 0
         self._calls = {"chat": 0, "embeddings": 0, "other": 0}
@@ -95,9 +96,13 @@ class JudgeClient:
 
     def _record_body(self, kind: str, body: bytes) -> None:
         try:
-            usage = json.loads(body).get("usage") or {}
+            data = json.loads(body)
+            usage = data.get("usage") or {}
         except (ValueError, AttributeError):
             return
+        choices = data.get("choices") if kind == "chat" else None
+        if isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") == "length" for c in choices):
+            self.cut_replies += 1
         if not isinstance(usage, dict):
             return
         if kind == "chat":
@@ -135,8 +140,14 @@ class JudgeClient:
     # -- errors ---------------------------------------------------------------------------
 
     def error_reason(self, exc: BaseException) -> str:
-        """A short, secret-free sentence saying why a judge call failed (for JudgeError): redacted, then cut."""
-        return self.redactor.shorten(_describe(exc, self.settings), 160)
+        """A short, secret-free sentence saying why a judge call failed (for JudgeError): redacted, then cut. When the
+        judge has been cutting replies at its token limit, a reply that is not valid JSON is most likely one of
+        those: the sentence says so, and what to change."""
+        reason = _describe(exc, self.settings)
+        if self.cut_replies and ("JSON" in reason or "cut off" in reason) and "max_tokens" not in reason:
+            were = "y was" if self.cut_replies == 1 else "ies were"
+            reason += f" ({self.cut_replies} judge repl{were} cut at the token limit: raise judge.max_tokens)"
+        return self.redactor.shorten(reason, 240)
 
     def judge_error(self, exc: BaseException) -> JudgeError:
         """The JudgeError to raise for ``exc``; a JudgeBudgetExceeded anywhere in its chain stays one."""
@@ -245,7 +256,7 @@ def _describe(exc: BaseException, settings: JudgeSettings) -> str:
     if _find_in_chain(exc, openai.APIConnectionError) is not None:
         return f"cannot reach the judge at {settings.base_url} ({attempts} attempts)"
     if _find_named(exc, "IncompleteOutputException") is not None:
-        return "judge reply was cut off by its token limit (finish_reason=length) before the JSON was complete"
+        return "judge reply was cut off by its token limit (finish_reason=length) before the JSON was complete: raise judge.max_tokens"
     retry_exc = _find_named(exc, "InstructorRetryException")
     if retry_exc is not None:
         n = getattr(retry_exc, "n_attempts", None) or "several"

@@ -265,7 +265,8 @@ def _model_class() -> type:
                             {"role": "user", "content": f"Your reply could not be used: {problem}. Reply again with only the JSON object."},
                         ]
                 if cut_off:
-                    raise JudgeError(f"judge reply was cut off by its token limit (finish_reason=length) {_JSON_ATTEMPTS} times")
+                    raise JudgeError(f"judge reply was cut off by its token limit (finish_reason=length) {_JSON_ATTEMPTS} times: "
+                                     "raise judge.max_tokens")
                 what = "malformed JSON" if malformed else "JSON that did not match the expected schema"
                 raise JudgeError(f"judge returned {what} {_JSON_ATTEMPTS} times")
 

@@ -215,7 +215,8 @@ async def _ask_json(client: JudgeClient, settings: JudgeSettings, user: str, rea
             raise client.judge_error(exc) from None
         choice = completion.choices[0] if completion.choices else None
         if choice is not None and choice.finish_reason == "length":
-            raise JudgeError("judge reply was cut off by its token limit (finish_reason=length) before the JSON was complete")
+            raise JudgeError("judge reply was cut off by its token limit (finish_reason=length) before the JSON was complete: "
+                             "raise judge.max_tokens")
         content = (choice.message.content if choice is not None else None) or ""
         try:
             obj = _json(content)

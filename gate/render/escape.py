@@ -13,7 +13,9 @@ chart. What comes out renders as the same characters and nothing else:
   would already be decoded). A commit sha is left as it is: GitHub links it only to a commit of this repository;
 * no link: a zero-width space breaks ``://`` and ``www.``, which GitHub's autolink extension would link;
 * one line: every run of whitespace (newlines, tabs, CR, Unicode separators) becomes one space, so nothing
-  leaves a table row, a list item or a ``<details>`` block.
+  leaves a table row, a list item or a ``<details>`` block;
+* no table wider than the page: a run of more than 40 characters without a space gets a zero-width space every
+  30, where the browser may wrap it.
 
 Cutting happens before escaping, so an escape is never cut in half (secrets were redacted before either).
 """
@@ -35,6 +37,14 @@ _BREAKS = re.compile(
 )
 
 
+_LONG_RUN = re.compile(r"[^\s\u200b]{41,}")
+
+
+def _wrappable(m: re.Match[str]) -> str:
+    run = m.group(0)
+    return ZWSP.join(run[i:i + 30] for i in range(0, len(run), 30))
+
+
 def _one_line(value: Any) -> str:
     return " ".join(str(value).split())
 
@@ -44,7 +54,7 @@ def cell(value: Any, limit: int = 120) -> str:
     s = _one_line(value)
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    s = html.escape(_BREAKS.sub(ZWSP, s), quote=False).translate(_ESCAPED)
+    s = html.escape(_LONG_RUN.sub(_wrappable, _BREAKS.sub(ZWSP, s)), quote=False).translate(_ESCAPED)
     return _UNDERSCORE.sub(r"\\_", s)
 
 

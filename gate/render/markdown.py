@@ -181,9 +181,11 @@ def _robustness_details(stage: StageResult, max_cases: int) -> list[str]:
     if noise:
         lines += [f"Noise test: {int(noise['distractors'])} distractor(s) from {cell(noise['source'])} at the {cell(noise['position'])}; "
                   f"correct = {cell(noise['method'])} ≥ {float(noise['threshold']):g}.", ""]
-    flipped = [s for s in stage.get("samples", []) if s.get("flipped")][:max_cases]
+    all_flipped = [s for s in stage.get("samples", []) if s.get("flipped")]
+    flipped = all_flipped[:max_cases]
     if flipped:
-        lines += [f"<details><summary>{len(flipped)} answer(s) turned wrong when distractors were added</summary>", "",
+        lines += [f"<details><summary>{len(all_flipped)} answer(s) turned wrong when distractors were added{_showing(flipped, all_flipped)}"
+                  "</summary>", "",
                   "| Case | Clean answer | Noisy answer | Distractor it followed |", "|---|---|---|---|"]
         for s in flipped:
             noisy = (s.get("noisy_answer") or "").casefold()
@@ -196,11 +198,12 @@ def _robustness_details(stage: StageResult, max_cases: int) -> list[str]:
                          f"| {label} |")
         lines += ["", "</details>", ""]
     rows = stage.get("rejection", {}).get("cases", [])
-    wrong = [r for r in rows if r.get("error") is None and (
+    misses = [r for r in rows if r.get("error") is None and (
         (r["type"] == "out_of_scope" and not r["refused"]) or (r["type"] == "answerable" and r["refused"])
-        or (r["type"] == "adversarial" and not r.get("passed")))][:max_cases]
+        or (r["type"] == "adversarial" and not r.get("passed")))]
+    wrong = misses[:max_cases]
     if wrong:
-        lines += [f"<details><summary>{len(wrong)} rejection miss(es)</summary>", "",
+        lines += [f"<details><summary>{len(misses)} rejection miss(es){_showing(wrong, misses)}</summary>", "",
                   "| Case | Type | What happened | Decided by |", "|---|---|---|---|"]
         for r in wrong:
             if r["type"] == "answerable":
@@ -214,18 +217,23 @@ def _robustness_details(stage: StageResult, max_cases: int) -> list[str]:
     return lines
 
 
-def _breakdown(stage: StageResult) -> list[str]:
-    """Collapsible table of the stage's metrics per category and per tag."""
+def _showing(shown: list[Any], everything: list[Any]) -> str:
+    return f" (showing {len(shown)} of {len(everything)})" if len(shown) < len(everything) else ""
+
+
+def _breakdown(stage: StageResult, max_cases: int) -> list[str]:
+    """Collapsible table of the stage's metrics per category and per tag: at most ``max_cases`` groups, as for cases."""
     groups = stage.get("breakdown", {})
-    if not groups:
+    every = [(dimension, group, row) for dimension, rows in groups.items() for group, row in rows.items()]
+    shown = every[:max_cases]
+    if not shown:
         return []
     names = [m for m in stage.get("metrics", {}) if not m.endswith("_ms") and m != "error_rate"][:6]
-    lines = ["<details><summary>By category and tag</summary>", "",
+    lines = [f"<details><summary>By category and tag{_showing(shown, every)}</summary>", "",
              "| Group | Cases | " + " | ".join(code(m) for m in names) + " |", "|---|---:|" + "---:|" * len(names)]
-    for dimension, rows in groups.items():
-        for group, row in rows.items():
-            values = " | ".join(fmt_value(m, row["metrics"].get(m)) for m in names)
-            lines.append(f"| {cell(dimension)}: {code(group, 40)} | {int(row['n'])} | {values} |")
+    for dimension, group, row in shown:
+        values = " | ".join(fmt_value(m, row["metrics"].get(m)) for m in names)
+        lines.append(f"| {cell(dimension)}: {code(group, 40)} | {int(row['n'])} | {values} |")
     return lines + ["", "</details>", ""]
 
 
@@ -254,8 +262,26 @@ def render_comment(report: Report, limit: int = COMMENT_LIMIT, max_cases: int | 
                                 "limit: the full list is in report.json._\n\n<sub>rag-gate", 1)
         if len(body) <= limit:
             return body
-    note = "\n\n_The comment was cut to fit GitHub's size limit; the full report is in report.json._\n"
-    return body[: limit - len(note) - 16].rsplit("\n", 1)[0] + note
+    footer = body.rstrip("\n").rsplit("\n", 1)[1]
+    note = "\n\n_The comment was cut to fit GitHub's size limit; the full report is in report.json._\n\n" + footer + "\n"
+    return _cut_between_blocks(body, limit - len(note)) + note
+
+
+def _cut_between_blocks(body: str, room: int) -> str:
+    """The longest start of ``body`` within ``room`` characters that ends between blocks: never inside an open
+    ``<details>`` or a fenced block, so what follows the cut (the note, the footer) still renders."""
+    kept, used, depth, fenced = 0, 0, 0, False
+    lines = body.split("\n")
+    for i, line in enumerate(lines):
+        used += len(line) + 1
+        if used > room:
+            break
+        if line.startswith("```"):
+            fenced = not fenced
+        depth += line.count("<details>") - line.count("</details>")
+        if depth <= 0 and not fenced:
+            kept = i + 1
+    return "\n".join(lines[:kept]).rstrip("\n")
 
 
 SUMMARY_CASES = 200  # per-case rows a section in the job summary, which may be 16 times the size of a comment
@@ -274,7 +300,7 @@ def _render(report: Report, max_cases: int) -> str:
         lines += _stage_table(name, stage)
         retrieval = report["stages"].get("retrieval")
         lines += _worse_cases(name, stage, max_cases, retrieval.get("reference_k") if retrieval else None)
-        lines += _breakdown(stage)
+        lines += _breakdown(stage, max_cases)
         if name == "robustness" and stage["status"] != "skipped":
             lines += _robustness_details(stage, max_cases)
         lines += _errored_cases(stage, max_cases)

@@ -33,13 +33,15 @@ def render_trend(report: Report) -> list[str]:
     shown = list(series)[:MAX_METRICS]
     lines = [f"<details><summary>Trend over the last {len(runs)} default-branch run{'s' if len(runs) != 1 else ''}</summary>", ""]
     for metric in shown:
-        values = series[metric]
-        known = [v for v in values if v is not None]
+        # a run without the metric is left out of its chart (a point at the axis minimum would draw a drop that
+        # never happened); the table below still has its row, with a dash
+        kept = [(x, v) for x, v in zip(labels, series[metric], strict=True) if v is not None]
+        known = [v for _, v in kept]
         lo = max(0.0, min(known) - 0.05)
         hi = min(1.0, max(known) + 0.05) if max(known) <= 1.0 else max(known) * 1.05
-        points = ", ".join(f"{v:.3f}" if v is not None else f"{lo:.3f}" for v in values)
+        points = ", ".join(f"{v:.3f}" for v in known)
         lines += ["```mermaid", "xychart-beta", f'  title "{label(metric)}"',
-                  "  x-axis [" + ", ".join(f'"{x}"' for x in labels) + "]",
+                  "  x-axis [" + ", ".join(f'"{x}"' for x, _ in kept) + "]",
                   f'  y-axis "{label(metric)}" {lo:.2f} --> {hi:.2f}', f"  line [{points}]", "```", ""]
     # the fallback: the same numbers as a table (clients without Mermaid, screen readers)
     lines += ["| Run | " + " | ".join(code(m) for m in shown) + " |", "|---|" + "---:|" * len(shown)]

@@ -20,18 +20,20 @@ from gate.core.catalog import MetricPlan, plan_metrics
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.report import CaseResult, SampleInfo, SelfCheck, StageMeasurement
 from gate.core.sampling import sample_from
+from gate.deadline import NO_DEADLINE, Deadline
 from gate.judges import Engine, JudgeSettings
 from gate.stages.judging import (
     EngineFactory,
     Task,
     build_engines,
     close_all,
+    in_flight,
     judge_input,
     judge_settings,
     judge_tasks,
     missing_input,
     split_cached,
-    store_judged,
+    storing,
     task_key,
 )
 
@@ -77,6 +79,7 @@ def generation_stage(
     env: Mapping[str, str] | None = None,
     engine_factory: EngineFactory = build_engines,
     secrets: Sequence[str] = (),
+    deadline: Deadline = NO_DEADLINE,
 ) -> StageMeasurement:
     """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage)."""
     plans = plan_metrics(cfg)
@@ -105,13 +108,15 @@ def generation_stage(
 
     async def judge_both() -> tuple[dict[int, float | str], dict[int, float | str]]:
         try:
-            first, second = await asyncio.gather(judge_tasks(todo, engines), judge_tasks(recheck, engines))
+            first, second = await asyncio.gather(judge_tasks(todo, engines, on_result=storing(cache, model), deadline=deadline,
+                                                             in_flight=in_flight(settings)),
+                                                 judge_tasks(recheck, engines, deadline=deadline, in_flight=in_flight(settings)))
             return first, second
         finally:
             await close_all(engines, client)
 
     first, second = asyncio.run(judge_both())
-    results: dict[str, float | str] = {**cached, **store_judged(todo, first, cache, model)}
+    results: dict[str, float | str] = {**cached, **{t.key: first[i] for i, t in enumerate(todo)}}
     per_case: dict[str, dict[str, float]] = {c.id: {} for c in sample}
     errors = plan.errors
     for t in plan.tasks:

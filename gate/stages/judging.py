@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gate.core.catalog import MetricPlan
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.report import Usage
+from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.judges import Engine, JudgeBudgetExceeded, JudgeError, JudgeInput, JudgeSettings, checked_score
 
 if TYPE_CHECKING:
@@ -111,33 +112,62 @@ def split_cached(tasks: Sequence[Task], cache: ScoreCache) -> tuple[dict[str, fl
     return cached, list({t.key: t for t in tasks if t.key not in cached}.values())
 
 
-def store_judged(todo: Sequence[Task], results: Mapping[int, float | str], cache: ScoreCache, model: str) -> dict[str, float | str]:
-    """The fresh results by key (score, or the reason it failed); scores go into the cache, errors never."""
-    by_key: dict[str, float | str] = {}
-    for i, t in enumerate(todo):
-        result = results[i]
-        by_key[t.key] = result
+def in_flight(settings: JudgeSettings | None) -> int | None:
+    """How many tasks to start at once: twice the judge's concurrency keeps its slots busy while a task waits
+    between its calls (a metric makes several in turn)."""
+    return 2 * max(1, settings.concurrency) if settings is not None else None
+
+
+def storing(cache: ScoreCache, model: str) -> Callable[[Task, float | str], None]:
+    """The callback that puts each fresh score in the cache the moment it arrives (errors never): a run killed or
+    stopped by its deadline keeps every score it paid for."""
+
+    def store(task: Task, result: float | str) -> None:
         if isinstance(result, float):
-            cache.put(t.key, result, {"engine": t.plan.engine, "metric": t.plan.metric, "model": model})
-    return by_key
+            cache.put(task.key, result, {"engine": task.plan.engine, "metric": task.plan.metric, "model": model})
+
+    return store
 
 
-async def judge_tasks(tasks: Sequence[Task], engines: Mapping[str, Engine]) -> dict[int, float | str]:
-    """Score every task concurrently (the client's semaphore bounds the calls). index -> score or reason."""
+async def judge_tasks(tasks: Sequence[Task], engines: Mapping[str, Engine], *, on_result: Callable[[Task, float | str], None] | None = None,
+                      deadline: Deadline = NO_DEADLINE, in_flight: int | None = None) -> dict[int, float | str]:
+    """Score every task concurrently (the client's semaphore bounds the calls). index -> score or reason. ``on_result``
+    sees each result as it arrives; when the deadline comes, the tasks still running are cancelled and end as
+    "deadline reached". ``in_flight`` bounds the tasks started at once, so that tasks finish one after another
+    (and reach the cache) instead of all advancing together and none finishing before a kill or the deadline."""
+    gate = asyncio.Semaphore(in_flight) if in_flight else None
 
     async def one(i: int, task: Task) -> tuple[int, float | str]:
+        if gate is None:
+            return await scored(i, task)
+        async with gate:
+            return await scored(i, task)
+
+    async def scored(i: int, task: Task) -> tuple[int, float | str]:
+        result: float | str
         try:
             value = await engines[task.plan.engine].score(task.plan.metric, task.item)
-            return i, checked_score(value, task.plan.metric, engine=task.plan.engine, no_score=f"the engine returned {value!r}, not a score")
+            result = checked_score(value, task.plan.metric, engine=task.plan.engine, no_score=f"the engine returned {value!r}, not a score")
         except JudgeBudgetExceeded as exc:
-            return i, f"not judged: {exc}"
+            result = f"not judged: {exc}"
         except JudgeError as exc:
-            return i, str(exc) or type(exc).__name__
+            result = str(exc) or type(exc).__name__
         except Exception as exc:  # a library bug for this case must not lose the others
-            return i, f"{type(exc).__name__}: {exc}"
+            result = f"{type(exc).__name__}: {exc}"
+        if on_result is not None:
+            on_result(task, result)
+        return i, result
 
-    results = await asyncio.gather(*(one(i, t) for i, t in enumerate(tasks)))
-    return dict(results)
+    if not tasks:
+        return {}
+    running = [asyncio.ensure_future(one(i, t)) for i, t in enumerate(tasks)]
+    done, pending = await asyncio.wait(running, timeout=deadline.left())
+    for p in pending:
+        p.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
+    results = dict(f.result() for f in done if not f.cancelled())
+    return {i: results.get(i, REACHED) for i in range(len(tasks))}
 
 
 async def close_all(engines: Mapping[str, Engine], client: JudgeClient | None) -> None:

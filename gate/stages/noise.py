@@ -25,8 +25,9 @@ from gate.core.ranking import id_mapper
 from gate.core.report import CaseResult, Distractor, NoiseInfo, Usage
 from gate.core.sampling import sample_from
 from gate.core.textmatch import squad_tokens
+from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.judges import JudgeInput, JudgeSettings
-from gate.stages.judging import Task, build_engines, close_all, judge_tasks, merge_usage, split_cached, store_judged, task_key
+from gate.stages.judging import Task, build_engines, close_all, in_flight, judge_tasks, merge_usage, split_cached, storing, task_key
 
 if TYPE_CHECKING:
     from gate.judges.cache import ScoreCache
@@ -94,10 +95,13 @@ def correctness_plan(cfg: Mapping[str, Any]) -> MetricPlan:
 # ---------------------------------------------------------------------------------- calls
 
 
-def answer_all(target: ContextAnswerer, jobs: Sequence[tuple[GoldenCase, list[str]]], concurrency: int) -> list[Answer]:
+def answer_all(target: ContextAnswerer, jobs: Sequence[tuple[GoldenCase, list[str]]], concurrency: int,
+               deadline: Deadline = NO_DEADLINE) -> list[Answer]:
     """The target's answer to each (case, contexts), ``concurrency`` at a time. Never raises per job."""
 
     def one(job: tuple[GoldenCase, list[str]]) -> Answer:
+        if deadline.reached():
+            return Answer(None, REACHED)
         try:
             return target.answer_from(job[0], job[1])
         except Exception as exc:  # a bug in a target must not lose the other cases
@@ -195,7 +199,7 @@ def choose_distractors(run: NoiseRun, outputs: Mapping[str, TargetOutput], setti
 
 
 def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int,
-                           precomputed: Mapping[str, Mapping[str, Any]] | None, seed: int) -> int:
+                           precomputed: Mapping[str, Mapping[str, Any]] | None, seed: int, deadline: Deadline = NO_DEADLINE) -> int:
     """Step 2: the answer from the case's own contexts and from them with the distractors injected; the target calls made."""
     live = run.live()
     if precomputed is not None or target is None:
@@ -212,7 +216,7 @@ def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], t
     noisy = {c.id: inject(run.contexts[c.id], [d["text"] or "" for d in run.rows[c.id].get("distractors", [])], run.position, rng)
              for c in live}
     jobs = [(c, run.contexts[c.id]) for c in live] + [(c, noisy[c.id]) for c in live]
-    answers = answer_all(target, jobs, concurrency)
+    answers = answer_all(target, jobs, concurrency, deadline)
     for i, c in enumerate(live):
         clean, dirty, row = answers[i], answers[len(live) + i], run.rows[c.id]
         bad = clean.error or dirty.error
@@ -223,7 +227,8 @@ def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], t
     return len(jobs)
 
 
-def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings | None, cache: ScoreCache, threshold: float) -> Usage:
+def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings | None, cache: ScoreCache, threshold: float,
+                      deadline: Deadline = NO_DEADLINE) -> Usage:
     """Step 3: both answers scored against ground_truth (cached; identical answers judged once); the judge usage."""
     engines, client = build_engines({plan.engine}, settings, {"correctness": CORRECTNESS_CRITERION})
     engine = engines[plan.engine]
@@ -243,12 +248,12 @@ def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings |
 
     async def judge_all() -> dict[int, float | str]:
         try:
-            return await judge_tasks(todo, engines)
+            return await judge_tasks(todo, engines, on_result=storing(cache, model), deadline=deadline, in_flight=in_flight(settings))
         finally:
             await close_all(engines, client)
 
     fresh = asyncio.run(judge_all()) if todo else {}
-    by_key: dict[str, float | str] = {**cached, **store_judged(todo, fresh, cache, model)}
+    by_key: dict[str, float | str] = {**cached, **{t.key: fresh[i] for i, t in enumerate(todo)}}
     scores = {t.case_id: by_key[t.key] for t in tasks}
     for c in run.live():
         row = run.rows[c.id]
@@ -270,6 +275,7 @@ def noise_test(
     cfg: Mapping[str, Any], plan: MetricPlan, settings: JudgeSettings | None, cases: Sequence[GoldenCase],
     outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int, cache: ScoreCache,
     match: Mapping[str, Any], precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
+    deadline: Deadline = NO_DEADLINE,
 ) -> tuple[list[CaseResult], int, NoiseInfo]:
     """Per-case noise rows, the number of target calls made, and how the test ran (with its judge usage).
     ``target`` None: the answers come from ``precomputed`` (a results file's noise.noisy_answer)."""
@@ -279,9 +285,9 @@ def noise_test(
                    rows={c.id: {"id": c.id, "metrics": {}, "error": None} for c in sample}, k=int(cfg.get("distractors", 2)),
                    position=cfg.get("position", "front"), source=cfg.get("source", "corpus"))
     choose_distractors(run, outputs, settings, cache, match, precomputed, file_distractors)
-    calls = answer_clean_and_noisy(run, outputs, target, concurrency, precomputed, int(cfg.get("seed", 0)))
+    calls = answer_clean_and_noisy(run, outputs, target, concurrency, precomputed, int(cfg.get("seed", 0)), deadline)
     threshold = float(cfg.get("correctness", {}).get("threshold", 0.5))
-    judged = judge_correctness(run, plan, settings, cache, threshold)
+    judged = judge_correctness(run, plan, settings, cache, threshold, deadline)
     info: NoiseInfo = {**merge_usage(judged, run.usage), "cache_hits": judged.get("cache_hits", 0),  # type: ignore[typeddict-item]
                        "cache_misses": judged.get("cache_misses", 0),
                        "method": "judge" if plan.engine != "offline" else "offline (token F1 with ground_truth)",

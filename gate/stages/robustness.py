@@ -13,6 +13,7 @@ from gate.core.catalog import NOISE_METRICS
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.rejection import DEFAULT_REFUSAL_PHRASES, detect_refusal, rejection_part
 from gate.core.report import CaseResult, NoiseInfo, StageMeasurement, Usage
+from gate.deadline import NO_DEADLINE, Deadline
 from gate.judges import JudgeSettings
 from gate.stages.judging import judge_settings, merge_usage
 from gate.stages.noise import correctness_plan, noise_test
@@ -58,7 +59,8 @@ async def classify_refusals(rows: Sequence[tuple[GoldenCase, str]], settings: Ju
 def _noise(cfg: Mapping[str, Any], settings: JudgeSettings | None, why_not: str | None, cases: Sequence[GoldenCase],
            outputs: Mapping[str, TargetOutput], target: Any, cache: ScoreCache, match: Mapping[str, Any],
            precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
-           metrics: dict[str, float], not_evaluated: dict[str, str]) -> tuple[list[CaseResult], int, NoiseInfo | None]:
+           metrics: dict[str, float], not_evaluated: dict[str, str], deadline: Deadline = NO_DEADLINE,
+           ) -> tuple[list[CaseResult], int, NoiseInfo | None]:
     """The noise test, when it can run: its rows, target calls and how it ran; its metrics (or why not) go into
     ``metrics`` and ``not_evaluated``."""
     plan = correctness_plan(cfg)
@@ -75,7 +77,7 @@ def _noise(cfg: Mapping[str, Any], settings: JudgeSettings | None, why_not: str 
         return [], 0, None
     samples, calls, noise = noise_test(cfg, plan, settings, cases, outputs, target if can_answer else None,
                                        int(getattr(target, "concurrency", 1)), cache, match,
-                                       precomputed if not can_answer else None, file_distractors)
+                                       precomputed if not can_answer else None, file_distractors, deadline)
     clean = [s for s in samples if s.get("clean_correct") is not None and s.get("noisy_correct") is not None]
     if not clean:
         not_evaluated.update(dict.fromkeys(NOISE_METRICS, "every sampled case errored"))
@@ -104,6 +106,7 @@ def robustness_stage(
     precomputed: Mapping[str, Mapping[str, Any]] | None = None,
     file_distractors: Mapping[str, list[str]] | None = None,
     secrets: Sequence[str] = (),
+    deadline: Deadline = NO_DEADLINE,
 ) -> StageMeasurement:
     """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage)."""
     settings, why_not = judge_settings(judge, os.environ if env is None else env, "no judge configured", secrets)
@@ -116,7 +119,7 @@ def robustness_stage(
     samples: list[CaseResult] = []
     if noise_cfg:
         samples, target_calls, noise = _noise(noise_cfg, settings, why_not, cases, outputs, target, cache, match or {},
-                                              precomputed, file_distractors or {}, metrics, not_evaluated)
+                                              precomputed, file_distractors or {}, metrics, not_evaluated, deadline)
         if noise is not None:
             stage["noise"] = noise
             stage["usage"] = merge_usage(noise)

@@ -86,7 +86,7 @@ def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS
         append(RetrievedDoc(
             doc_id,
             text if type(text) is str else None,
-            score if type(score) is float else float(score) if type(score) is int else None,
+            score if type(score) is float else float(score) if type(score) is int and -1e300 < score < 1e300 else None,
         ))
     answer = get_path(obj, fields["answer"])
     if answer is not None and not isinstance(answer, str):

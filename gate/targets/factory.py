@@ -6,10 +6,11 @@ from collections.abc import Sequence
 
 from gate.config.spec import Spec
 from gate.core.model import GoldenCase
+from gate.deadline import NO_DEADLINE, Deadline
 from gate.targets import Target
 
 
-def make_target(spec: Spec, cases: Sequence[GoldenCase]) -> Target:
+def make_target(spec: Spec, cases: Sequence[GoldenCase], deadline: Deadline = NO_DEADLINE) -> Target:
     """The target the spec names (exactly one of results, http, python)."""
     cfg = spec.target
     if "results" in cfg:
@@ -19,7 +20,7 @@ def make_target(spec: Spec, cases: Sequence[GoldenCase]) -> Target:
     if "http" in cfg:
         from gate.targets.http import HttpTarget
 
-        return HttpTarget(cfg["http"], secrets=spec.secrets)
+        return HttpTarget(cfg["http"], secrets=spec.secrets, deadline=deadline)
     from gate.targets.python import PythonTarget
 
     return PythonTarget.from_spec(spec)

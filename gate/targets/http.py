@@ -13,11 +13,13 @@ import json
 import threading
 import time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
 from gate.core.model import Answer, GoldenCase, TargetOutput
 from gate.core.redact import Redactor
+from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.io.http import retry_after_s
 from gate.targets import DEFAULT_FIELDS, answer_field, parse_output
 
@@ -31,10 +33,28 @@ def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
     obj[last] = value
 
 
+class PostError(RuntimeError):
+    """A call that failed; ``unreachable`` when no attempt even connected (the service is down or the URL is wrong)."""
+
+    def __init__(self, reason: str, *, unreachable: bool = False) -> None:
+        super().__init__(reason)
+        self.unreachable = unreachable
+
+
+def shown_url(url: str, redactor: Redactor) -> str:
+    """The URL as messages show it: credentials (user:password@) and every secret value replaced by ***."""
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        url = urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+    return redactor(url)
+
+
 class HttpTarget:
     kind = "http"
+    fail_fast = True  # the first case is asked alone: a service that is down stops the run at once
 
-    def __init__(self, cfg: dict[str, Any], secrets: list[str] | None = None, sleep: Any = time.sleep) -> None:
+    def __init__(self, cfg: dict[str, Any], secrets: list[str] | None = None, sleep: Any = time.sleep,
+                 deadline: Deadline = NO_DEADLINE) -> None:
         self.url: str = cfg["url"]
         self.headers = {"Content-Type": "application/json", "User-Agent": "rag-gate", **cfg.get("headers", {})}
         self.body: dict[str, Any] = cfg.get("body", {})
@@ -46,6 +66,9 @@ class HttpTarget:
         self.request_fields = {"question": "question", "k": "k", "contexts": "contexts", **cfg.get("request", {})}
         self.response_fields = {**DEFAULT_FIELDS, **cfg.get("response", {})}
         self.redactor = Redactor(secrets or [])
+        self.shown_url = shown_url(self.url, self.redactor)
+        self.deadline = deadline
+        self.unreachable: str | None = None  # the error of the last call that could not connect at all
         self._sleep = sleep
         self._local = threading.local()
         self._sessions: list[requests.Session] = []
@@ -77,18 +100,23 @@ class HttpTarget:
         start = time.perf_counter()
         attempts = self.retries + 1
         reason = ""
+        connected = False
         for attempt in range(attempts):
             wait = self.backoff * (2**attempt)
+            if self.deadline.reached():
+                raise PostError(f"{REACHED}{f' after: {reason}' if reason else ''}")
             try:
-                resp = session.post(self.url, data=data, timeout=self.timeout)
+                resp = session.post(self.url, data=data, timeout=self.deadline.cap(self.timeout))
             except requests.Timeout:
-                reason = f"timed out (timeout {self.timeout:g} s)"
-            except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
-                # ChunkedEncodingError: the connection broke while the body was being read
+                reason, connected = f"timed out (timeout {self.timeout:g} s)", True
+            except requests.exceptions.ChunkedEncodingError as exc:  # the connection broke while the body was being read
+                reason, connected = f"connection failed: {self._innermost(exc)}", True
+            except requests.ConnectionError as exc:
                 reason = f"connection failed: {self._innermost(exc)}"
             except requests.RequestException as exc:  # anything else requests raises: an error, not retried
                 raise RuntimeError(f"request failed: {type(exc).__name__}: {self._innermost(exc)}") from None
             else:
+                connected = True
                 if resp.status_code in RETRY_STATUS:
                     reason = f"HTTP {resp.status_code}"
                     after = retry_after_s(resp.headers.get("Retry-After"))
@@ -107,16 +135,23 @@ class HttpTarget:
                         start_of_body = self.redactor.shorten(repr(resp.text), 80)
                         raise RuntimeError(f"malformed JSON in the response (HTTP {resp.status_code}): {start_of_body}") from None
             if attempt + 1 < attempts:
-                self._sleep(wait)
-        raise RuntimeError(f"{reason} after {attempts} attempt{'s' if attempts > 1 else ''}")
+                self._sleep(self.deadline.cap(wait))
+        raise PostError(f"{reason} after {attempts} attempt{'s' if attempts > 1 else ''}", unreachable=not connected)
+
+    def _failed(self, exc: Exception) -> str:
+        """The error of a call, naming the URL it went to (credentials and secrets redacted)."""
+        if isinstance(exc, PostError) and exc.unreachable:
+            self.unreachable = self.redactor(f"{self.shown_url}: {exc}")
+        return self.redactor(f"{self.shown_url}: {exc}")
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         start = time.perf_counter()
         try:
             obj, latency = self.post(self.build_body(case.question, k=k))
+            self.unreachable = None
             return parse_output(case.id, obj, self.response_fields, latency_ms=latency)
         except (RuntimeError, ValueError) as exc:
-            return TargetOutput.failed(case.id, self.redactor(str(exc)), (time.perf_counter() - start) * 1000)
+            return TargetOutput.failed(case.id, self._failed(exc), (time.perf_counter() - start) * 1000)
 
     def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
         """The same URL with {"question", "contexts"}: the service must answer from those contexts only."""
@@ -125,7 +160,7 @@ class HttpTarget:
             obj, latency = self.post(self.build_body(case.question, contexts=contexts))
             return Answer(answer_field(obj, self.response_fields["answer"]), None, latency)
         except (RuntimeError, ValueError) as exc:
-            return Answer(None, self.redactor(str(exc)), (time.perf_counter() - start) * 1000)
+            return Answer(None, self._failed(exc), (time.perf_counter() - start) * 1000)
 
     def _innermost(self, exc: Exception) -> str:
         """The innermost reason of a requests/urllib3 error, without the long wrapper chain: redacted, then cut."""

@@ -10,6 +10,8 @@ from gate.core.model import GoldenCase, TargetOutput
 from gate.io.golden import iter_jsonl
 from gate.targets import parse_output
 
+MAX_LATENCY_MS = 1e9  # about 11 days: anything larger is a unit mistake (or an attack on float arithmetic)
+
 
 class ResultsFileTarget:
     """Answers from a JSONL file: one line per case, matched by ``id`` (or by ``question``)."""
@@ -44,8 +46,11 @@ class ResultsFileTarget:
                 continue
             seen[case_id] = lineno
             latency = row.get("latency_ms")
-            if latency is not None and (isinstance(latency, bool) or not isinstance(latency, (int, float)) or latency < 0):
-                errors.append(InputError(f"'latency_ms' must be a number >= 0, got {latency!r}", file=str(path), line=lineno))
+            if latency is not None and not (isinstance(latency, (int, float)) and not isinstance(latency, bool)
+                                            and 0 <= latency <= MAX_LATENCY_MS):
+                shown = repr(latency) if len(repr(latency)) <= 40 else f"a number of {len(str(latency))} digits"
+                errors.append(InputError(f"'latency_ms' must be a number of milliseconds from 0 to {MAX_LATENCY_MS:g}, got {shown}",
+                                         file=str(path), line=lineno))
                 continue
             error = row.get("error")
             if error:

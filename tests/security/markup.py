@@ -18,7 +18,7 @@ from cmarkgfm.cmark import Options
 # the tags the comment's template itself produces (headings, tables, lists, details blocks, alerts, code, the footer)
 TEMPLATE_TAGS = {"p", "h2", "h3", "table", "thead", "tbody", "tr", "th", "td", "code", "strong", "em", "ul", "li",
                  "blockquote", "details", "summary", "sub", "pre"}
-ATTRIBUTES = {("th", "align"), ("td", "align"), ("code", "class")}
+ATTRIBUTES = {("th", "align"), ("td", "align"), ("code", "class"), ("pre", "lang")}  # class/lang: the trend chart's mermaid fence
 REFERENCES = {
     "mention": re.compile(r"(?<![\w@])@[A-Za-z0-9-]"),
     "issue reference": re.compile(r"#\d"),
@@ -47,7 +47,7 @@ class _Walker(HTMLParser):
         if tag not in TEMPLATE_TAGS:
             self.problems.append(f"tag <{tag}>")
         for name, value in attrs:
-            if (tag, name) not in ATTRIBUTES or (name == "class" and value != "language-mermaid"):
+            if (tag, name) not in ATTRIBUTES or (name in ("class", "lang") and value not in ("language-mermaid", "mermaid")):
                 self.problems.append(f"attribute {name}={value!r} on <{tag}>")
         if tag == "table":
             self.row_widths.append([])

@@ -103,7 +103,7 @@ def test_http_target_error_bodies_never_show_part_of_a_token(length):
         target = HttpTarget({"url": srv.url, "retries": 0}, secrets=[value])
         for pad in range(max(0, 200 - 20 - length), 200):
             out = target.ask(GoldenCase("q", "x" * pad + value, 1, relevant={"d": 1}), 5)
-            assert out.error is not None and out.error.startswith("HTTP 400") and leak(out.error, value) is None, (pad, out.error)
+            assert out.error is not None and out.error.startswith(f"{srv.url}: HTTP 400") and leak(out.error, value) is None, out.error
 
 
 @pytest.mark.parametrize("length", [8, 104, 500])
