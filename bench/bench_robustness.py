@@ -8,7 +8,7 @@ default (``--server thread`` keeps it in-process). The spec is the quickstart's 
 stage (rag-eval.yml: 2 distractors at the front, sample 20 with seed 7) with an ``http:`` target
 and a ``judge:`` block (concurrency 16), in four configurations:
 
-  a. source corpus, offline correctness (token F1): no judge call is expected;
+  a. source corpus, offline correctness (token F1 on the answer-bearing words, numbers required): no judge call is expected;
   b. source corpus, judge correctness (ragas answer_correctness);
   c. source generated (the judge writes the distractors), judge correctness;
   d. (b) with ``rejection: {judge: true}``: the judge classifies the answers no refusal phrase settled.

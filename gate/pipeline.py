@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import gc
+import hashlib
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,20 +26,22 @@ from gate.core.cases import fingerprint as golden_fingerprint
 from gate.core.cases import groups
 from gate.core.errors import RunError
 from gate.core.model import GoldenCase, TargetOutput
-from gate.core.records import history_summary, mismatched, window
+from gate.core.pairs import ReferenceRun, reference_run
+from gate.core.records import history_summary, mismatched, text_table, window
 from gate.core.redact import Redactor
 from gate.core.report import (
     EXIT_CODES,
     SCHEMA_VERSION,
     BaselineInfo,
     HistoryEntry,
-    Reference,
+    JudgeInfo,
     Report,
     RunInfo,
     StageMeasurement,
     StageResult,
 )
-from gate.core.verdict import StageReferences, decide_verdict, gate_stage, run_errors, trap_warning
+from gate.core.report import Reference as ReferenceDoc
+from gate.core.verdict import DEFAULT_WINDOW, StageReferences, decide_verdict, gate_stage, run_errors, trap_warning
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.io.golden import load_golden_set
 from gate.io.history import HistoryStore, LocalHistoryStore
@@ -57,7 +61,7 @@ class RunContext:
     created_at: str
     commit: str | None = None
     duration_s: float | None = None
-    baseline: Reference | None = None
+    baseline: ReferenceDoc | None = None
     baseline_source: str | None = None
     history: Sequence[HistoryEntry] = ()  # usable entries (same golden set and spec), oldest first
     warnings: Sequence[str] = ()  # from reading the history
@@ -112,9 +116,35 @@ def reference_k(spec: Spec) -> int:
     return min(ks) if ks else spec.target_k
 
 
+def judge_references(spec: Spec, baseline: ReferenceDoc | None, source: str | None, history: Sequence[HistoryEntry],
+                     texts: Mapping[str, str], stage: str = "generation") -> list[ReferenceRun]:
+    """The runs the stage's relative gates compare with: the baseline (max_drop, case_drop) and, per trend window,
+    the oldest run of the window. Their judged answers are judged again in this run, beside this run's."""
+    gates = (spec.data["stages"].get(stage) or {}).get("gates", {})
+    runs: list[ReferenceRun] = []
+    if baseline is not None and any("max_drop" in g or "case_drop" in g for g in gates.values()):
+        when = (baseline["created_at"] or "")[:10]
+        run = reference_run("baseline", f"the baseline ({source or COMMITTED}{', ' + when if when else ''})", baseline, stage, texts)
+        if run is not None:
+            runs.append(run)
+    usable = [e for e in history if stage in e["stages"]]
+    for size in sorted({int(g["trend"].get("window", DEFAULT_WINDOW)) for g in gates.values() if "trend" in g}):
+        entries = usable[-size:]
+        if not entries:
+            continue
+        oldest = entries[0]
+        label = (f"the oldest of the last {len(entries)} default-branch run{'s' if len(entries) != 1 else ''} "
+                 f"({oldest['commit'][:7] if oldest['commit'] else 'no commit'}, {oldest['created_at'][:10]})")
+        run = reference_run(f"trend:{size}", label, oldest, stage, texts)
+        if run is not None:
+            runs.append(run)
+    return runs
+
+
 def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, TargetOutput], target: Any,
-                   use_cache: bool, deadline: Deadline = NO_DEADLINE) -> dict[str, StageMeasurement]:
-    """Run the generation and robustness stages the spec configures (they share one judge cache)."""
+                   use_cache: bool, deadline: Deadline = NO_DEADLINE, references: Sequence[ReferenceRun] = ()) -> dict[str, StageMeasurement]:
+    """Run the generation and robustness stages the spec configures (they share one judge cache). ``references``: the
+    runs the generation stage's relative gates compare with (judge_references)."""
     stages_cfg = spec.data["stages"]
     judged: dict[str, StageMeasurement] = {}
     if not stages_cfg.get("generation") and not stages_cfg.get("robustness"):
@@ -127,7 +157,7 @@ def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, T
             from gate.stages.generation import generation_stage
 
             judged["generation"] = generation_stage(stages_cfg["generation"], spec.data.get("judge"), cases, outputs, cache,
-                                                    secrets=spec.secrets, deadline=deadline)
+                                                    secrets=spec.secrets, deadline=deadline, references=references)
         if stages_cfg.get("robustness"):
             from gate.io.golden import load_distractor_file
             from gate.stages.robustness import robustness_stage
@@ -144,6 +174,12 @@ def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, T
     return judged
 
 
+def with_judge(fingerprint: str, judge: JudgeInfo) -> str:
+    """A judge stage's fingerprint with the judge that measured it: engine versions and prompt fingerprints."""
+    blob = json.dumps([fingerprint, judge.get("engines", {}), judge.get("prompts", {})], sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def _skipped(reason: str) -> StageMeasurement:
     return {"skipped": reason, "metrics": {}, "samples": [], "not_evaluated": {}, "warnings": []}
 
@@ -155,6 +191,7 @@ def gate_stages(spec: Spec, measured: Mapping[str, StageMeasurement], context: R
     stages: dict[str, StageResult] = {}
     for name, stage in measured.items():
         differs = baseline is not None and bool(mismatched(baseline, fingerprints, name))
+        # the stored-scores comparison needs runs measured the same way; same-run pairs do not (gate.core.pairs)
         refs = StageReferences(
             baseline=baseline["stages"].get(name) if baseline else None,
             history=[e for e in context.history if not mismatched(e, fingerprints, name)],
@@ -182,6 +219,11 @@ def evaluate(
         measured["retrieval"] = retrieval_stage(cases, outputs, spec.retrieval_metrics(), spec.retrieval.get("match", {}),
                                                 case_groups, reference_k(spec))
     measured.update(judged or {})
+    texts: dict[str, str] = {}
+    for name, stage in measured.items():
+        texts.update(stage.get("texts", {}))
+        if name in fingerprints and "judge" in stage:  # the judge's engines and prompts are part of how a stage measures
+            fingerprints[name] = with_judge(fingerprints[name], stage["judge"])
     stages = gate_stages(spec, measured, context, fingerprints, {c.id: c.question for c in cases})
 
     warnings: list[str] = []
@@ -221,6 +263,7 @@ def evaluate(
             for c in cases
         ],
         "history": history_summary(context.history),
+        **({"texts": texts} if texts else {}),  # type: ignore[typeddict-item]
     }
 
 
@@ -339,7 +382,7 @@ def run(config: str, options: RunOptions | None = None) -> Report:
         if hasattr(store, "max_entries"):
             store.max_entries = max_entries
         entries = store.read()
-        baseline: Reference | None = read_baseline(spec.baseline_path)
+        baseline: ReferenceDoc | None = read_baseline(spec.baseline_path)
         source = COMMITTED
         chosen = options.choose_baseline(entries) if options.choose_baseline else None
         if chosen is not None and chosen[0] is not None:
@@ -355,11 +398,13 @@ def run(config: str, options: RunOptions | None = None) -> Report:
             unmatched = getattr(target, "unmatched", [])
             notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
             notes += unsorted_scores_note(cases, outputs)
-            judged = measure_judged(spec, cases, outputs, target, options.use_cache, deadline)  # robustness asks the target again
+            references = judge_references(spec, baseline, source, window(entries, max_entries), text_table(baseline, *entries))
+            # robustness asks the target again
+            judged = measure_judged(spec, cases, outputs, target, options.use_cache, deadline, references)
         finally:
             target.close()
         golden = golden_fingerprint(cases)
-        history = window(entries, max_entries, {"golden_set": golden})
+        history = window(entries, max_entries)  # every stage picks the runs it can compare with (gate_stages)
         no_text = passage_text_warning(spec, outputs)
         context = RunContext(created_at=options.now(), commit=options.commit, duration_s=time.perf_counter() - started,
                              deadline_note=deadline_note(deadline, outputs, judged), golden_fingerprint=golden,

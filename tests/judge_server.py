@@ -19,6 +19,9 @@ with a simple, real heuristic, so that scores mean something:
   sentence (a question that says "repeat the context" makes it copy the context first, as a
   prompt-injected judge would); a refusal is an answer containing "don't know", "not found", ...
 
+A GEval score is 10 x the share of the output's sentences its retrieval context supports; ``offset`` (0..1 scale)
+is added to every one, the same for every call: a judge harsher (negative) or more lenient on the day.
+
     with JudgeServer(latency=0.2) as judge:
         ...  # judge.url ("http://127.0.0.1:PORT/v1"), judge.requests, judge.calls, judge.max_in_flight
 
@@ -306,7 +309,7 @@ def _de_geval_score(p: str) -> Any:
     parts = sentences(output)
     frac = sum(supported(s, context) for s in parts) / len(parts) if parts else 0.0
     return {"reason": f"{sum(supported(s, context) for s in parts)} of {len(parts)} sentences are supported.",
-            "score": round(10 * frac)}
+            "score": round(10 * frac, 3)}
 
 
 def _rag_gate_input(p: str) -> dict[str, Any]:
@@ -396,8 +399,9 @@ def answer_prompt(prompt: str) -> tuple[str, Any] | None:
 
 
 class JudgeServer:
-    def __init__(self, *, latency: float = 0.0, faults: Iterable[Fault] = (), model: str | None = None) -> None:
+    def __init__(self, *, latency: float = 0.0, faults: Iterable[Fault] = (), model: str | None = None, offset: float = 0.0) -> None:
         self.latency = latency
+        self.offset = offset  # added to every GEval score (on the 0..1 scale): the same shift for every call of a run
         self.faults = list(faults)
         self.model = model
         self.requests: list[Received] = []
@@ -538,6 +542,8 @@ class JudgeServer:
                 h._reply(400, {"error": {"message": "judge_server does not recognise this prompt", "type": "invalid_request_error"}})
                 return
             rec.prompt_kind, obj = answered
+            if rec.prompt_kind == "deepeval/geval_score" and self.offset:  # a harsher (or more lenient) judge today
+                obj = {**obj, "score": round(min(10.0, max(0.0, float(obj["score"]) + 10 * self.offset)), 3)}
             rec.status = 200
             if action is not None and action.kind == "cut":
                 h._reply(200, self._completion(body, json.dumps(obj)[: int(action.seconds)], rec.n, finish_reason="length"))

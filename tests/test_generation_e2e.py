@@ -81,7 +81,7 @@ def test_judged_run_cache_and_history(project: Path) -> None:
         proc, report = rag_gate(project, judge.url, "run")
         assert proc.returncode == 0, proc.stdout
         gates = {g["metric"]: g for g in report["stages"]["generation"]["gates"]}
-        assert gates["faithfulness"]["method"] == "paired bootstrap"
+        assert gates["faithfulness"]["method"] == "same-run pairs"
         assert gates["faithfulness"]["status"] == "pass"
 
 
@@ -105,7 +105,7 @@ def test_regressed_answers_fail_the_trend_gate_and_are_attributed(project: Path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     gates = {g["metric"]: g for g in report["stages"]["generation"]["gates"]}
     assert gates["faithfulness"]["status"] == "fail"
-    assert gates["faithfulness"]["method"] == "paired bootstrap"
+    assert gates["faithfulness"]["method"] == "same-run pairs"
     worse = report["stages"]["generation"]["worse_cases"]
     assert worse and all(w["cause"] in ("unfaithful generation", "both") for w in worse if "faithfulness" in w["drops"])
     comment = (project / "comment.md").read_text()

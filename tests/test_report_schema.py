@@ -41,6 +41,7 @@ MIRRORS = {
     "ToolInfo": "tool_info", "RunInfo": "run_info", "GoldenSetInfo": "golden_set_info", "TargetInfo": "target_info",
     "BaselineInfo": "baseline_info", "CaseOutput": "case_output", "HistoryRun": "history_run", "HistorySummary": "history_summary",
     "Report": "report", "StoredStage": "stored_stage", "Baseline": "baseline", "HistoryEntry": "history_entry",
+    "OutputRef": "output_ref", "PairedCase": "paired_case", "MetricPairs": "metric_pairs", "Pairing": "pairing",
 }
 
 

@@ -128,7 +128,7 @@ def test_mixed_evidence_method_and_both_checks():
     d = decide("generation", "m", gate, 0.84, Reference(0.85), trend=Reference(0.85, paired(0.01, 0.3), runs=7))
     assert [c.kind for c in d.checks] == ["max_drop", "trend"]
     assert d.status == "pass"
-    assert d.method == "paired bootstrap"  # the paired test took part
+    assert d.method == "difference of means, paired bootstrap"  # each check says how it was decided
     # one failing check fails the gate
     d = decide("generation", "m", gate, 0.80, Reference(0.85), trend=Reference(0.85, paired(0.0, 1.0), runs=7))
     assert (check(d, "max_drop").status, check(d, "trend").status, d.status) == ("fail", "pass", "fail")

@@ -135,9 +135,21 @@ def _check_engines(spec: Spec) -> list[InputError]:
                        *where, hint="pip install 'rag-gate[judges]' (the Docker image of the action has them)")]
 
 
+def _check_pair_keys(spec: Spec) -> list[InputError]:
+    """case_drop and min_pairs are about same-run pairs of judged answers: the generation stage's gates only."""
+    errors = []
+    for stage_name in ("retrieval", "robustness"):
+        for metric, gate in (spec.data["stages"].get(stage_name) or {}).get("gates", {}).items():
+            for key in ("case_drop", "min_pairs"):
+                if key in gate:
+                    errors.append(spec.error(f"{key} applies to the generation stage's judge metrics (their answers are paired "
+                                             "with the reference run's); remove it here", "stages", stage_name, "gates", metric, key))
+    return errors
+
+
 def check_semantics(spec: Spec) -> list[InputError]:
     errors: list[InputError] = (_check_generation(spec) + _check_robustness(spec) + _check_judge(spec) + _check_embeddings(spec)
-                                + _check_engines(spec))
+                                + _check_engines(spec) + _check_pair_keys(spec))
     stage = spec.retrieval
     if stage:
         names = set()

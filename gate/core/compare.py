@@ -11,8 +11,9 @@ import math
 from collections.abc import Mapping, Sequence
 
 from gate.core.catalog import FAITHFULNESS_LIKE, PER_CASE_STAGES, higher_is_better
-from gate.core.gates import Reference
-from gate.core.report import CaseResult, HistoryEntry, LostRank, StageResult, StoredStage, WorseCase
+from gate.core.gates import DEFAULT_CONFIDENCE, Reference
+from gate.core.pairs import detectable_drop, evidence
+from gate.core.report import CaseResult, HistoryEntry, LostRank, Pairing, StageResult, StoredStage, WorseCase
 from gate.core.stats import PairedResult, paired_bootstrap
 
 TOLERANCE = 1e-9  # a per-case change smaller than this is float noise, not a change
@@ -56,6 +57,35 @@ def trend_reference(
             per_case.setdefault(cid, []).append(v)
     ref = {cid: math.fsum(vs) / len(vs) for cid, vs in per_case.items()}
     return Reference(mean, _paired(ref, case_scores(samples, metric), metric), runs=len(values))
+
+
+def same_run_reference(pairing: Pairing | None, metric: str, value: float | None, confidence: float = DEFAULT_CONFIDENCE,
+                       runs: int = 1) -> Reference | None:
+    """The reference a relative check compares with when the reference run's changed answers were judged again in this
+    run: the paired test over every pair, and the reference's level as judged today (this run's value plus the mean
+    drop). None when there are no same-run pairs for the metric (the caller falls back on stored scores)."""
+    if pairing is None or pairing["method"] != "same run" or metric not in pairing["metrics"] or value is None:
+        return None
+    pairs = pairing["metrics"][metric]
+    hib = higher_is_better(metric)
+    result = evidence(pairs, hib)
+    level = value + result.mean_drop if hib else value - result.mean_drop
+    return Reference(level, result, runs=runs, pairs=pairs, label=pairing["label"], detectable=detectable_drop(pairs, hib, confidence))
+
+
+def paired_worse_cases(pairing: Pairing, questions: Mapping[str, str]) -> list[WorseCase]:
+    """The cases that got worse in the same-run pairs (both sides judged in this run), worst first."""
+    rows: dict[str, WorseCase] = {}
+    for metric, pairs in pairing["metrics"].items():
+        sign = 1.0 if higher_is_better(metric) else -1.0
+        for c in pairs["cases"]:
+            ref, cur = c.get("confirmed") or (c["reference"], c["current"])
+            if ref is None or cur is None or sign * (ref - cur) <= TOLERANCE:
+                continue
+            row = rows.setdefault(c["id"], {"id": c["id"], "question": questions.get(c["id"], ""), "drops": {}})
+            row["drops"][metric] = [ref, cur]
+    ordered = sorted(rows.values(), key=lambda r: (-sum(abs(a - b) for a, b in r["drops"].values()), r["id"]))
+    return ordered
 
 
 def mean_cases(stage_name: str, entries: Sequence[HistoryEntry]) -> list[CaseResult]:

@@ -7,11 +7,13 @@ lower-is-better metric (latency, error rate) it is a rise.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate.core.report import GateRecord, Status
+from gate.core.pairs import MIN_PAIRS, case_drops
+from gate.core.report import GateRecord, MetricPairs, Status
 from gate.core.stats import PairedResult
 
 EPS = 1e-9  # float noise allowed at a threshold: 0.88 >= 0.88 must hold after any arithmetic
@@ -22,10 +24,11 @@ MISMATCH_POLICIES = ("warn", "skip", "fail")
 
 @dataclass(frozen=True)
 class Check:
-    kind: str  # min | max | max_drop | trend | value
+    kind: str  # min | max | max_drop | trend | case_drop | value
     limit: float | str
     status: Status
     detail: str
+    method: str = ""  # relative checks: which comparison decided it
 
 
 @dataclass(frozen=True)
@@ -46,11 +49,10 @@ class GateDecision:
 
     @property
     def method(self) -> str:
-        """Which test decided the relative checks: 'paired bootstrap' or 'difference of means'."""
-        rel = [c for c in self.checks if c.kind in ("max_drop", "trend") and c.status != "skipped"]
-        if not rel:
-            return ""
-        return "paired bootstrap" if any(c.detail.startswith("paired test") for c in rel) else "difference of means"
+        """Which comparison decided the relative checks: 'same-run pairs' (the reference's changed answers judged again in
+        this run), 'paired bootstrap' (on stored per-case scores) or 'difference of means'."""
+        methods = [c.method for c in self.checks if c.kind in ("max_drop", "trend", "case_drop") and c.method]
+        return ", ".join(dict.fromkeys(methods))
 
     @property
     def reason(self) -> str:
@@ -90,20 +92,34 @@ class Reference:
     value: float | None
     paired: PairedResult | None = None
     runs: int = 1  # history entries behind ``value`` (trend)
+    pairs: MetricPairs | None = None  # same-run pairs (gate.core.pairs): the reference's changed answers judged again now
+    label: str = ""  # the reference run in words, when it is one run
+    detectable: float | None = None  # the smallest drop on every case these pairs would detect
+    note: str = ""  # why the stored scores were compared (the reference kept no answers)
 
 
 DEFAULT_CONFIDENCE = 0.99
+SAME_RUN = "same-run pairs"  # the method of a check decided on pairs judged on both sides in this run
 
 
 def _relative_check(
-    kind: str, limit: float | str, value: float, ref: Reference, higher_is_better: bool, confidence: float, against: str
+    kind: str, limit: float | str, value: float, ref: Reference, higher_is_better: bool, confidence: float, against: str,
+    min_pairs: int = MIN_PAIRS,
 ) -> Check:
     assert ref.value is not None
+    if not math.isfinite(ref.value):
+        return Check(kind, limit, "error", f"the {against} value is not a number ({ref.value}): the reference is broken")
     allowed = allowed_drop(limit, ref.value)
     word = "drop" if higher_is_better else "rise"
     limit_text = f"{limit} = {fmt(allowed)}" if isinstance(limit, str) else f"{limit}"
+    if ref.pairs is not None:
+        return _same_run_check(kind, limit, ref, confidence, min_pairs, word, allowed, limit_text)
     if ref.paired is not None and ref.paired.n > 0:
         p = ref.paired
+        if 0 < p.changed < min_pairs:
+            return Check(kind, limit, "skipped", f"insufficient evidence: {p.changed} case(s) differ from {against} in stored scores, "
+                                                 f"fewer than min_pairs {min_pairs}" + (f" ({ref.note})" if ref.note else ""),
+                         "paired bootstrap")
         significant = p.significant(confidence)
         bad = p.mean_drop > allowed + EPS and significant
         detail = (
@@ -111,11 +127,50 @@ def _relative_check(
             f"({'above' if p.mean_drop > allowed + EPS else 'within'} {limit_text}), p = {p.p_value:.3g} "
             f"({'significant' if significant else 'not significant'} at {confidence:g})"
         )
-        return Check(kind, limit, "fail" if bad else "pass", detail)
+        return Check(kind, limit, "fail" if bad else "pass", detail + (f"; {ref.note}" if ref.note else ""), "paired bootstrap")
     worse = (ref.value - value) if higher_is_better else (value - ref.value)
     ok = worse <= allowed + EPS
     detail = f"{word} {fmt(max(worse, 0.0))} vs {against} {fmt(ref.value)} ({'within' if ok else 'above'} {limit_text})"
-    return Check(kind, limit, "pass" if ok else "fail", detail)
+    return Check(kind, limit, "pass" if ok else "fail", detail, "difference of means")
+
+
+def _same_run_check(kind: str, limit: float | str, ref: Reference, confidence: float, min_pairs: int, word: str, allowed: float,
+                    limit_text: str) -> Check:
+    """The paired test on same-run pairs: every unchanged pair a delta of exactly 0, every changed pair judged on both
+    sides in this run. Fewer than ``min_pairs`` changed pairs is no evidence either way: skipped, and said."""
+    assert ref.pairs is not None and ref.paired is not None
+    mp, p = ref.pairs, ref.paired
+    judged = mp["changed"] - mp["errored"]
+    errored = f"; {mp['errored']} changed pair(s) could not be judged and are left out" if mp["errored"] else ""
+    if mp["changed"] == 0:
+        return Check(kind, limit, "pass", f"no judged answer changed since {ref.label} ({mp['pairs']} pairs): nothing can have dropped",
+                     SAME_RUN)
+    if judged < min_pairs:
+        return Check(kind, limit, "skipped", f"insufficient evidence: {judged} changed pair(s) vs {ref.label}, fewer than min_pairs "
+                                             f"{min_pairs} ({mp['pairs']} pairs in all){errored}", SAME_RUN)
+    significant = p.significant(confidence)
+    above = p.mean_drop > allowed + EPS
+    detail = (f"paired test over {p.n} cases vs {ref.label} ({judged} changed, both sides judged in this run): mean per-case {word} "
+              f"{fmt(max(p.mean_drop, 0.0))} ({'above' if above else 'within'} {limit_text}), p = {p.p_value:.3g} "
+              f"({'significant' if significant else 'not significant'} at {confidence:g})")
+    if ref.detectable is not None:
+        detail += f"; smallest detectable {word} {fmt(ref.detectable)}"
+    return Check(kind, limit, "fail" if above and significant else "pass", detail + errored, SAME_RUN)
+
+
+def _case_drop_check(limit: float, pairs_from: Reference | None, higher_is_better: bool) -> Check:
+    """case_drop: no changed case may fall by more than ``limit`` (its two sides judged twice each, to confirm)."""
+    if pairs_from is None or pairs_from.pairs is None:
+        return Check("case_drop", limit, "skipped", "needs a reference run that kept its answers (to judge them again in this run)")
+    rows = case_drops(pairs_from.pairs, higher_is_better)
+    over = [r for r in rows if r[1] > limit + EPS]
+    if not over:
+        worst = f"largest {fmt(rows[0][1])}" if rows else "no changed case"
+        return Check("case_drop", limit, "pass", f"no case fell more than {limit} vs {pairs_from.label} ({worst})", SAME_RUN)
+    cid, drop, ref, cur, sure = over[0]
+    detail = (f"{len(over)} case(s) fell more than {limit} vs {pairs_from.label}; worst {cid}: {fmt(ref)} → {fmt(cur)} "
+              f"({'both sides judged twice' if sure else 'judged once: the confirming judging failed'})")
+    return Check("case_drop", limit, "fail" if any(r[4] for r in over) else "error", detail, SAME_RUN)
 
 
 def decide(
@@ -138,10 +193,12 @@ def decide(
     """
     base = baseline if isinstance(baseline, Reference) else Reference(baseline)
     delta = None if value is None or base.value is None else value - base.value
-    if value is None:
-        check = Check("value", "-", "error", "metric was not computed (every case errored or none applies)")
+    if value is None or not math.isfinite(value):
+        why = "metric was not computed (every case errored or none applies)" if value is None else f"metric value is {value}, not a number"
+        check = Check("value", "-", "error", why)
         return GateDecision(stage, metric, "error", None, base.value, None, higher_is_better, [check], configured_rule(gate))
     confidence = float(gate.get("confidence", DEFAULT_CONFIDENCE))
+    min_pairs = int(gate.get("min_pairs", MIN_PAIRS))
     checks: list[Check] = []
     if "min" in gate:
         ok = value >= gate["min"] - EPS
@@ -153,12 +210,12 @@ def decide(
         limit = gate["max_drop"]
         if base.value is None:
             checks.append(Check("max_drop", limit, "skipped", "no baseline value to compare with"))
-        elif mismatch == "skip":
+        elif mismatch == "skip" and base.pairs is None:
             checks.append(Check("max_drop", limit, "skipped", "baseline made from a different golden set or spec"))
-        elif mismatch == "fail":
+        elif mismatch == "fail" and base.pairs is None:
             checks.append(Check("max_drop", limit, "fail", "baseline made from a different golden set or spec"))
         else:
-            checks.append(_relative_check("max_drop", limit, value, base, higher_is_better, confidence, "baseline"))
+            checks.append(_relative_check("max_drop", limit, value, base, higher_is_better, confidence, "baseline", min_pairs))
     if "trend" in gate:
         spec = gate["trend"]
         limit = spec["max_drop"]
@@ -166,10 +223,13 @@ def decide(
             checks.append(Check("trend", limit, "skipped", "no history entries to compare with yet"))
         else:
             against = f"mean of last {trend.runs} run{'s' if trend.runs != 1 else ''}"
-            checks.append(_relative_check("trend", limit, value, trend, higher_is_better, confidence, against))
+            checks.append(_relative_check("trend", limit, value, trend, higher_is_better, confidence, against, min_pairs))
+    if "case_drop" in gate:
+        source = base if base.pairs is not None else trend if trend is not None and trend.pairs is not None else None
+        checks.append(_case_drop_check(float(gate["case_drop"]), source, higher_is_better))
     statuses = {c.status for c in checks}
-    status: Status = "fail" if "fail" in statuses else "pass" if "pass" in statuses else "skipped"
-    return GateDecision(stage, metric, status, value, base.value, delta, higher_is_better, checks)
+    status: Status = "error" if "error" in statuses else "fail" if "fail" in statuses else "pass" if "pass" in statuses else "skipped"
+    return GateDecision(stage, metric, status, value, base.value, delta, higher_is_better, checks, configured_rule(gate))
 
 
 def configured_rule(gate: Mapping[str, Any]) -> str:
@@ -177,6 +237,8 @@ def configured_rule(gate: Mapping[str, Any]) -> str:
     parts = [f"{kind} {gate[kind]}" for kind in ("min", "max", "max_drop") if kind in gate]
     if "trend" in gate:
         parts.append(f"trend {gate['trend']['max_drop']}")
+    if "case_drop" in gate:
+        parts.append(f"case_drop {gate['case_drop']}")
     return ", ".join(parts)
 
 
@@ -184,7 +246,7 @@ def skipped(stage: str, metric: str, gate: Mapping[str, Any], reason: str, highe
     """A gate that cannot be decided in this run (its metric was not evaluated: no judge, no key): skipped with the
     reason, never passed or failed."""
     checks = [Check(kind, gate[kind] if kind != "trend" else gate[kind]["max_drop"], "skipped", reason)
-              for kind in ("min", "max", "max_drop", "trend") if kind in gate]
+              for kind in ("min", "max", "max_drop", "trend", "case_drop") if kind in gate]
     return GateDecision(stage, metric, "skipped", None, None, None, higher_is_better, checks)
 
 

@@ -8,10 +8,11 @@ request can be compared case by case with recent runs. Both keep cases in the re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gate.core.catalog import PER_CASE_STAGES
-from gate.core.report import SCHEMA_VERSION, Baseline, CaseResult, HistoryEntry, HistorySummary, Reference, Report, StoredStage
+from gate.core.pairs import referenced
+from gate.core.report import SCHEMA_VERSION, Baseline, CaseResult, HistoryEntry, HistorySummary, Reference, Report, StageResult, StoredStage
 
 # Which fingerprints a stage's comparison depends on.
 STAGE_FINGERPRINTS = {"retrieval": ("golden_set", "spec", "k"), "generation": ("golden_set", "generation"),
@@ -28,18 +29,33 @@ def stored_cases(samples: Sequence[CaseResult]) -> list[CaseResult]:
         case: CaseResult = {"id": s["id"], "metrics": s["metrics"]}
         if "relevant_ranks" in s:
             case["relevant_ranks"] = s["relevant_ranks"]
+        if "output" in s:
+            case["output"] = s["output"]
         kept.append(case)
     return kept
 
 
+def _stored(stage_name: str, stage: StageResult, samples: bool) -> StoredStage:
+    stored: StoredStage = {"metrics": stage["metrics"]}
+    if samples:
+        stored["samples"] = stored_cases(stage["samples"])
+    if stage_name in PER_CASE_STAGES and "judge" in stage:
+        stored["judge"] = stage["judge"]
+    return stored
+
+
+def _texts(report: Report, stages: Mapping[str, StoredStage]) -> dict[str, str]:
+    """The report's texts that the kept cases refer to."""
+    table = report.get("texts", {})
+    ids = referenced(c for st in stages.values() for c in st.get("samples", []))
+    return {i: table[i] for i in sorted(ids) if i in table}
+
+
 def baseline_from_report(report: Report, *, created_at: str, tool_version: str) -> Baseline:
     """The baseline document for a report: stage metrics and per-case figures."""
-    stages: dict[str, StoredStage] = {}
-    for name, stage in report["stages"].items():
-        if stage["status"] == "skipped" or not stage["metrics"]:
-            continue
-        stages[name] = {"metrics": stage["metrics"], "samples": stored_cases(stage["samples"])}
-    return {
+    stages = {name: _stored(name, stage, True) for name, stage in report["stages"].items()
+              if stage["status"] != "skipped" and stage["metrics"]}
+    baseline: Baseline = {
         "schema_version": SCHEMA_VERSION,
         "created_at": created_at,
         "tool_version": tool_version,
@@ -47,19 +63,17 @@ def baseline_from_report(report: Report, *, created_at: str, tool_version: str) 
         "fingerprints": report["fingerprints"],
         "stages": stages,
     }
+    texts = _texts(report, stages)
+    if texts:
+        baseline["texts"] = texts
+    return baseline
 
 
 def entry_from_report(report: Report, *, branch: str | None = None, commit: str | None = None) -> HistoryEntry:
     """The history entry for a report; judge stages keep their per-case scores."""
-    stages: dict[str, StoredStage] = {}
-    for name, stage in report["stages"].items():
-        if stage["status"] == "skipped" or not stage["metrics"]:
-            continue
-        stored: StoredStage = {"metrics": stage["metrics"]}
-        if name in PER_CASE_STAGES:
-            stored["samples"] = stored_cases(stage["samples"])
-        stages[name] = stored
-    return {
+    stages = {name: _stored(name, stage, name in PER_CASE_STAGES) for name, stage in report["stages"].items()
+              if stage["status"] != "skipped" and stage["metrics"]}
+    entry: HistoryEntry = {
         "schema_version": SCHEMA_VERSION,
         "created_at": report["run"]["created_at"],
         "commit": commit or report["run"]["commit"],
@@ -68,6 +82,36 @@ def entry_from_report(report: Report, *, branch: str | None = None, commit: str 
         "fingerprints": report["fingerprints"],
         "stages": stages,
     }
+    texts = _texts(report, stages)
+    if texts:
+        entry["texts"] = texts
+    return entry
+
+
+def text_table(*documents: Reference | None) -> dict[str, str]:
+    """Every text the documents hold (history entries keep each text once, in the oldest entry that refers to it)."""
+    table: dict[str, str] = {}
+    for doc in documents:
+        if doc is not None:
+            table.update(doc.get("texts", {}))
+    return table
+
+
+def compact_texts(entries: Sequence[HistoryEntry], table: Mapping[str, str]) -> list[HistoryEntry]:
+    """The entries (oldest first) with each text kept once, by the oldest entry that refers to it; texts no entry
+    refers to any more are gone. ``table`` holds every text known (those of entries being dropped included)."""
+    seen: set[str] = set()
+    out: list[HistoryEntry] = []
+    for entry in entries:
+        ids = referenced(c for st in entry["stages"].values() for c in st.get("samples", []))
+        own = sorted(i for i in ids - seen if i in table)
+        seen |= ids
+        kept: HistoryEntry = {**entry}
+        kept.pop("texts", None)
+        if own:
+            kept["texts"] = {i: table[i] for i in own}
+        out.append(kept)
+    return out
 
 
 def mismatched(reference: Reference, fingerprints: dict[str, str], stage: str | None = None) -> list[str]:

@@ -27,11 +27,20 @@ class Distractor(TypedDict):
     text: str | None
 
 
+class OutputRef(TypedDict):
+    """What the target answered for a judged case, by content address (``gate.core.pairs.text_id``): the texts are
+    in the document's ``texts`` table, once each however many cases or runs share them."""
+
+    answer: str | None
+    contexts: list[str]
+
+
 class CaseResult(TypedDict, total=False):
     """One case of one stage: the shape shared by report.json, the baseline and history entries."""
 
     id: Required[str]
     metrics: Required[dict[str, float]]
+    output: OutputRef  # judge stages: the answer and passages judged, so a later run can judge them again
     error: str | None  # why the case (or one of its metrics) could not be scored; None: it was
     errors: dict[str, str]  # judge stages: metric -> why that metric could not be computed
     relevant_ranks: dict[str, int | None]  # retrieval: relevant id -> its rank (None: not retrieved)
@@ -100,7 +109,40 @@ class SampleInfo(TypedDict):
 class JudgeInfo(TypedDict):
     model: str | None
     temperature: float | None
-    engines: dict[str, str]
+    engines: dict[str, str]  # engine -> library version
+    prompts: NotRequired[dict[str, str]]  # metric -> fingerprint of the prompt its engine sends
+
+
+class PairedCase(TypedDict):
+    """A case whose judge input changed since the reference run: both sides' scores, judged in this run."""
+
+    id: str
+    reference: float | None
+    current: float | None
+    error: NotRequired[str]  # why a side has no score
+    confirmed: NotRequired[list[float]]  # [reference, current], each the mean of two judgings (case_drop)
+
+
+class MetricPairs(TypedDict):
+    pairs: int  # cases both runs judged, with what the metric reads
+    changed: int  # of them, the cases whose judge input differs (the rest have a delta of exactly 0)
+    errored: int  # changed pairs with a side that could not be scored (left out of the test, listed)
+    cases: list[PairedCase]  # the changed pairs
+
+
+class Pairing(TypedDict):
+    """This run paired with one reference run, for one kind of relative gate."""
+
+    against: str  # "baseline" | "trend"
+    label: str  # the reference in words: which run, and why it is the one
+    commit: str | None
+    created_at: str | None
+    method: str  # "same run": the reference's changed answers judged again in this run | "stored scores"
+    note: NotRequired[str]  # why the stored scores were used, or what changed in the judge since the reference
+    added: list[str]  # judged here, not by the reference (new or newly sampled cases)
+    removed: list[str]  # judged by the reference, no longer in the golden set
+    metrics: dict[str, MetricPairs]
+    judgings: int  # judgings made in this run for the pairs (both sides of each changed pair not cached)
 
 
 class Usage(TypedDict, total=False):
@@ -192,6 +234,7 @@ class _StageData(TypedDict, total=False):
     scores: ScoreCounts
     budget_exceeded: bool
     self_check: SelfCheck
+    pairing: dict[str, Pairing]  # "baseline" | "trend:N" -> the pairs with that reference run
     # robustness
     noise: NoiseInfo
     rejection: RejectionInfo
@@ -205,6 +248,7 @@ class StageMeasurement(_StageData, total=False):
     stage's ``reason``."""
 
     skipped: str | None
+    texts: dict[str, str]  # text id -> text of the judged outputs; evaluate moves them to the report's table
 
 
 class StageResult(_StageData, total=False):
@@ -302,6 +346,7 @@ class Report(TypedDict):
     stages: dict[str, StageResult]
     cases: list[CaseOutput]
     history: HistorySummary
+    texts: NotRequired[dict[str, str]]  # text id -> text, for the judged cases' outputs (CaseResult.output)
 
 
 # ---------------------------------------------------------------------------------------------- kept runs
@@ -310,6 +355,7 @@ class Report(TypedDict):
 class StoredStage(TypedDict, total=False):
     metrics: Required[dict[str, float]]
     samples: list[CaseResult]
+    judge: JudgeInfo  # judge stages: the judge that scored them
 
 
 class Baseline(TypedDict):
@@ -321,6 +367,7 @@ class Baseline(TypedDict):
     commit: str | None
     fingerprints: dict[str, str]
     stages: dict[str, StoredStage]
+    texts: NotRequired[dict[str, str]]  # text id -> text, for the judged cases' outputs
 
 
 class HistoryEntry(TypedDict):
@@ -333,6 +380,7 @@ class HistoryEntry(TypedDict):
     verdict: str | None
     fingerprints: dict[str, str]
     stages: dict[str, StoredStage]
+    texts: NotRequired[dict[str, str]]  # text id -> text; each text is kept by the oldest entry that uses it
 
 
 Reference = Baseline | HistoryEntry  # a run a pull request can be compared with

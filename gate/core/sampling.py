@@ -14,6 +14,8 @@ from typing import Any
 
 from gate.core.model import GoldenCase
 
+JUDGED_CASES = 150  # the generation stage's default sample: every case of a set up to this size, a fixed sample beyond
+
 
 def _rank(seed: int, case_id: str) -> bytes:
     return hashlib.sha256(f"{seed}\x00{case_id}".encode()).digest()

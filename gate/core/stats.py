@@ -44,7 +44,14 @@ def paired_bootstrap(
     if len(reference) != len(current):
         raise ValueError("reference and current must pair up case by case")
     sign = 1.0 if higher_is_better else -1.0
-    drops = [sign * (r - c) for r, c in zip(reference, current, strict=True)]
+    return drop_test([sign * (r - c) for r, c in zip(reference, current, strict=True)], resamples=resamples, seed=seed)
+
+
+def drop_test(drops: Sequence[float], *, resamples: int = 2000, seed: int = 0) -> PairedResult:
+    """The one-sided paired bootstrap on per-case drops (positive: worse). A drop that is not a finite number is a
+    ValueError: it would make every resample's mean NaN, and a NaN compares as "not worse"."""
+    if not all(math.isfinite(d) for d in drops):
+        raise ValueError("a per-case drop is not a finite number")
     n = len(drops)
     if n == 0:
         return PairedResult(0, 0.0, 1.0, 0)

@@ -31,6 +31,10 @@ Beyond ASCII, where the references do something unhelpful, the rules are:
 
 All three measures are symmetric in their two arguments. ``NORMALISATION_VERSION`` is part
 of the offline engine's version and so of every cache key: bump it when any rule here changes.
+
+``answer_bearing_f1`` also reads the question: it is the robustness noise test's offline
+correctness (not a generation metric), token F1 on the words of the ground truth that the
+question does not already give, with the ground truth's numbers required (see its docstring).
 """
 
 from __future__ import annotations
@@ -108,7 +112,11 @@ def exact_match(answer: str, reference: str) -> float:
 
 def token_f1(answer: str, reference: str) -> float:
     """SQuAD token F1. When either side has no token: 1.0 if both have none, else 0.0."""
-    answer_tokens, reference_tokens = squad_tokens(answer), squad_tokens(reference)
+    return _f1(squad_tokens(answer), squad_tokens(reference))
+
+
+def _f1(answer_tokens: list[str], reference_tokens: list[str]) -> float:
+    """F1 of the bags of tokens; when either side is empty: 1.0 if both are, else 0.0."""
     if not answer_tokens or not reference_tokens:
         return 1.0 if answer_tokens == reference_tokens else 0.0
     common = sum((Counter(answer_tokens) & Counter(reference_tokens)).values())
@@ -117,6 +125,69 @@ def token_f1(answer: str, reference: str) -> float:
     precision = common / len(answer_tokens)
     recall = common / len(reference_tokens)
     return 2 * precision * recall / (precision + recall)
+
+
+def is_number(token: str) -> bool:
+    """A token with a decimal digit in it (after normalisation): ``21``, ``050`` (from ``$0.50``), ``1200``
+    (from ``12:00``), ``b12``."""
+    return any(ch.isdecimal() for ch in token)
+
+
+def answer_bearing_tokens(reference: str, question: str) -> list[str]:
+    """The tokens of ``reference`` (with their repeats, in order) that are not among the question's tokens."""
+    asked = set(squad_tokens(question))
+    return [t for t in squad_tokens(reference) if t not in asked]
+
+
+def answer_bearing_f1(answer: str, reference: str, question: str) -> float:
+    """How well ``answer`` gives what ``reference`` (the ground truth) answers to ``question``, in [0, 1].
+
+    Plain token F1 is fooled by template wording: against "The capital of region 0 is Cedar" (question
+    "What is the capital of region 0?") the wrong "The capital of region 17 is Rowan" shares the
+    tokens capital, of, region, is and scores 0.67. The words the question already gives say nothing
+    about whether the answer is right, so they are left out of both sides:
+
+    1. Tokens are ``squad_tokens`` (NFKC, lower case, no punctuation, no articles, CJK one token per
+       character). The answer-bearing tokens are the ground truth's tokens that are not question
+       tokens (``answer_bearing_tokens``: {cedar} above); the answer's tokens that are question tokens
+       are dropped the same way ("Cedar is the capital." keeps {cedar}).
+    2. F1 between the two bags: recall asks that the answer give the answer-bearing tokens, precision
+       that it add little else, so an answer listing candidates ("Cedar, Rowan, Oak, Elm": 0.4) or
+       repeating a template with another name (0.0 above) scores low.
+    3. Numbers decide answers that one changed token leaves otherwise alike: "Printed books can be
+       borrowed for 22 days." against "Printed books can be borrowed for 21 days." (question "How long
+       can I borrow a printed book?") has F1 5/6 on step 2. The number share is the share of the
+       answer-bearing number tokens (any token with a digit, ``is_number``: ``21``, ``050`` from
+       ``$0.50``, ``1200`` from ``12:00``) that the answer has, and 0.0 when the answer lacks one of
+       them and has a number of its own (not in the ground truth nor the question) in its place:
+       "12:00 to 17:00" against "12:00 to 16:00" contradicts it, while "$1 per day" against "$1 per
+       day, up to $15" is half of it (0.5). An answer with all of them may add other numbers.
+
+    The score is the smaller of step 2's F1 and step 3's share (1.0 when the ground truth has no
+    number the question lacks). An empty answer, or one that only repeats question words, scores 0.0.
+    When the question holds every token of the ground truth (nothing answer-bearing is left, as in
+    "Saturday or Sunday?" answered "Sunday"), the score is plain ``token_f1(answer, reference)``.
+
+    Known limits, as for any token overlap: a deciding word the question itself names ("Is it open on
+    Saturday or Sunday?" answered "It is open on Saturday." against "It is open on Sunday.") cannot
+    be seen; nor a negation or a number written in words; wording a wrong answer shares with the
+    ground truth but not with the question still counts for it; a CJK name sharing a character with
+    the question loses that character. A judge (``method: judge``) reads the meaning instead.
+    """
+    reference_tokens = answer_bearing_tokens(reference, question)
+    if not reference_tokens:
+        return token_f1(answer, reference)
+    answer_tokens = answer_bearing_tokens(answer, question)
+    score = _f1(answer_tokens, reference_tokens)
+    numbers = Counter(t for t in reference_tokens if is_number(t))
+    if numbers:
+        given = Counter(t for t in answer_tokens if is_number(t))
+        found = sum((numbers & given).values())
+        share = found / sum(numbers.values())
+        if share < 1 and set(given) - set(numbers):  # another number where one of the ground truth's is missing
+            share = 0.0
+        score = min(score, share)
+    return score
 
 
 def rouge_l(answer: str, reference: str) -> float:
@@ -154,3 +225,12 @@ def lcs_length(a: list[str], b: list[str]) -> int:
 
 
 SCORERS = {"exact_match": exact_match, "token_f1": token_f1, "rouge_l": rouge_l}
+
+# Measures that also read the question: the noise test's offline correctness, not generation metrics. The
+# description is part of the cache key (the engine's prompt fingerprint): change it when the rule changes.
+QUESTION_METRICS: dict[str, str] = {
+    "answer_bearing_f1": "token F1 on the ground truth's tokens not in the question (and the answer's), at most the share of "
+                         "those that are numbers found in the answer (0 if another number replaces a missing one); plain token "
+                         "F1 when the question holds every token",
+}
+QUESTION_SCORERS = {"answer_bearing_f1": answer_bearing_f1}

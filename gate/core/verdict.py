@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from gate.core.catalog import PER_CASE_STAGES, higher_is_better
-from gate.core.compare import attribute, baseline_reference, mean_cases, recall_trap, trend_reference, worse_cases
-from gate.core.gates import GateDecision, decide, skipped, stage_status
-from gate.core.report import HistoryEntry, Reference, StageMeasurement, StageResult, Status, StoredStage, Verdict
+from gate.core.compare import (
+    attribute,
+    baseline_reference,
+    mean_cases,
+    paired_worse_cases,
+    recall_trap,
+    same_run_reference,
+    trend_reference,
+    worse_cases,
+)
+from gate.core.gates import DEFAULT_CONFIDENCE, GateDecision, Reference, decide, skipped, stage_status
+from gate.core.report import HistoryEntry, Pairing, StageMeasurement, StageResult, Status, StoredStage, Verdict
+from gate.core.report import Reference as ReferenceDoc
 
 DEFAULT_WINDOW = 7
 
@@ -42,13 +52,25 @@ def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapp
         if stage_skipped is not None or (metric not in measured["metrics"] and why.startswith("not evaluated")):
             decisions.append(skipped(name, metric, gate, why or stage_skipped or "stage skipped", hib))
             continue
-        samples = measured["samples"]
+        samples, value = measured["samples"], measured["metrics"].get(metric)
+        pairing = measured.get("pairing", {})
+        confidence = float(gate.get("confidence", DEFAULT_CONFIDENCE))
         trend = None
         if "trend" in gate:
-            trend = trend_reference(name, samples, refs.history, metric, int(gate["trend"].get("window", DEFAULT_WINDOW)))
-        base = baseline_reference(name, samples, refs.baseline, metric)
-        decisions.append(decide(name, metric, gate, measured["metrics"].get(metric), base, hib, refs.mismatch_policy, trend))
+            window = int(gate["trend"].get("window", DEFAULT_WINDOW))
+            trend = (same_run_reference(pairing.get(f"trend:{window}"), metric, value, confidence, window)
+                     or _noted(trend_reference(name, samples, refs.history, metric, window), pairing.get(f"trend:{window}")))
+        base = (same_run_reference(pairing.get("baseline"), metric, value, confidence)
+                or _noted(baseline_reference(name, samples, refs.baseline, metric), pairing.get("baseline")))
+        decisions.append(decide(name, metric, gate, value, base, hib, refs.mismatch_policy, trend))
     return decisions
+
+
+def _noted(ref: Reference | None, pairing: Pairing | None) -> Reference | None:
+    """A stored-scores reference, with the reason it is one when a pairing said so (the reference kept no answers)."""
+    if ref is None or pairing is None or "note" not in pairing:
+        return ref
+    return replace(ref, note=pairing["note"])
 
 
 def gate_stage(name: str, measured: StageMeasurement, gates: Mapping[str, Mapping[str, Any]], refs: StageReferences,
@@ -56,7 +78,7 @@ def gate_stage(name: str, measured: StageMeasurement, gates: Mapping[str, Mappin
     """The stage as report.json holds it: what it measured, its gates, its status, and the cases that got worse."""
     decisions = decide_gates(name, measured, gates, refs)
     result = cast(StageResult, {"status": stage_status(decisions), "gates": [d.to_dict() for d in decisions],
-                                **{k: v for k, v in measured.items() if k not in ("skipped", "status", "gates")}})
+                                **{k: v for k, v in measured.items() if k not in ("skipped", "status", "gates", "texts")}})
     result["warnings"] = list(measured["warnings"])
     if measured.get("skipped") is not None:
         result["status"] = "skipped"
@@ -74,12 +96,22 @@ def gate_stage(name: str, measured: StageMeasurement, gates: Mapping[str, Mappin
         window = max([int(g["trend"].get("window", DEFAULT_WINDOW)) for g in gates.values() if "trend" in g] or [DEFAULT_WINDOW])
         reference = mean_cases(name, [e for e in refs.history if name in e["stages"]][-window:])
     result["baseline_metrics"] = {m: v for m, v in (refs.baseline or {"metrics": {}})["metrics"].items() if m in measured["metrics"]}
-    worse = worse_cases(measured["samples"], reference or [], questions, measured.get("reference_k"))
+    pairing = measured.get("pairing", {})
+    same_run = next((p for key, p in sorted(pairing.items()) if p["method"] == "same run" and key == "baseline"),
+                    next((p for _, p in sorted(pairing.items()) if p["method"] == "same run"), None))
+    if same_run is not None:  # judged again in this run: what got worse, and the baseline as judged today
+        worse = paired_worse_cases(same_run, questions)
+        for metric, value in measured["metrics"].items():
+            ref = same_run_reference(pairing.get("baseline"), metric, value)
+            if ref is not None and ref.value is not None:
+                result["baseline_metrics"][metric] = ref.value
+    else:
+        worse = worse_cases(measured["samples"], reference or [], questions, measured.get("reference_k"))
     result["worse_cases"] = attribute(worse, refs.retrieval) if name in PER_CASE_STAGES else worse
     return result
 
 
-def trap_warning(stages: Mapping[str, StageResult], baseline: Reference | None, history: Sequence[HistoryEntry]) -> str | None:
+def trap_warning(stages: Mapping[str, StageResult], baseline: ReferenceDoc | None, history: Sequence[HistoryEntry]) -> str | None:
     """The faithfulness-recall trap against the baseline, else against the last history entry."""
     if "generation" not in stages or stages["generation"]["status"] == "skipped":
         return None

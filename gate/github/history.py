@@ -10,7 +10,7 @@ from gate.core.records import baseline_entry
 from gate.core.report import HistoryEntry
 from gate.github.client import Conflict, GitHubClient, GitHubError
 from gate.github.commands import workflow_command
-from gate.io.reports import document_json, parse_history
+from gate.io.reports import appended_history, document_json, parse_history, parse_json_line
 
 
 class RepoHistoryStore:
@@ -44,12 +44,10 @@ class RepoHistoryStore:
         for attempt in range(1, self.max_attempts + 1):
             got = self.client.read_file(self.path, self.branch)
             text, sha = got if got is not None else ("", None)
-            lines = [ln for ln in text.splitlines() if ln.strip()]
-            if attempt > 1 and line in lines:  # an earlier attempt did land (its answer was lost)
+            if attempt > 1 and _landed(entry, text, line):  # an earlier attempt did land (its answer was lost)
                 return
-            lines.append(line)
             try:
-                self.client.write_file(self.path, self.branch, "".join(ln + "\n" for ln in lines[-self.max_entries :]), sha,
+                self.client.write_file(self.path, self.branch, appended_history(text, entry, self.max_entries), sha,
                                        f"rag-gate: record history entry{' for ' + commit if commit else ''} [skip ci]")
                 return
             except Conflict as exc:
@@ -59,6 +57,20 @@ class RepoHistoryStore:
                                                f"{self.max_attempts} attempts ({exc.message})",
                                    hint="many runs are recording at once; re-run this job") from None
                 self.sleep(random.uniform(0.01, min(1.0, 0.05 * 2**attempt)))
+
+
+def _landed(entry: HistoryEntry, text: str, line: str) -> bool:
+    """Whether ``entry`` is in the history text already (its line as written, or as a later append rewrote its texts)."""
+    if line in text:
+        return True
+    bare = {k: v for k, v in entry.items() if k != "texts"}
+    for other in text.splitlines():
+        data = parse_json_line(other)
+        if isinstance(data, dict) and data.get("commit") == entry["commit"] and data.get("created_at") == entry["created_at"]:
+            data.pop("texts", None)
+            if data == bare:
+                return True
+    return False
 
 
 class ReadTolerant:

@@ -13,7 +13,7 @@ from typing import Protocol
 from gate.core.errors import InputError
 from gate.core.report import HistoryEntry
 from gate.io.files import write_text
-from gate.io.reports import document_json, parse_history
+from gate.io.reports import appended_history, parse_history
 
 
 class HistoryStore(Protocol):
@@ -43,17 +43,17 @@ class LocalHistoryStore:
 
     def append(self, entry: HistoryEntry) -> None:
         """Add an entry; keep the newest ``max_entries`` lines. Lines this version cannot read (a newer
-        rag-gate's entries, damaged lines) are kept as they are, not dropped."""
+        rag-gate's entries, damaged lines) are kept as they are, not dropped; each answer or passage text is kept
+        once (gate.io.reports.appended_history)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = self.path.with_name(self.path.name + ".lock")
         with open(lock_path, "a") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
                 try:
-                    lines = [ln for ln in self.path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+                    text = self.path.read_text(encoding="utf-8")
                 except FileNotFoundError:
-                    lines = []
-                lines.append(document_json(entry, "history_entry", compact=True))
-                write_text(self.path, "".join(ln + "\n" for ln in lines[-self.max_entries :]), what="history")
+                    text = ""
+                write_text(self.path, appended_history(text, entry, self.max_entries), what="history")
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from gate.core.errors import InputError, key_path
+from gate.core.records import compact_texts, text_table
 from gate.core.report import SCHEMA_VERSION, Baseline, HistoryEntry, Report
 from gate.io.jsonparse import BadJSON, parse
 from gate.io.schema import SchemaValidator, describe
@@ -154,3 +155,39 @@ def parse_history(text: str, where: str, warnings: list[str]) -> list[HistoryEnt
         except InputError as exc:
             warnings.append(f"{exc.message}, skipped")
     return entries
+
+
+def parse_json_line(line: str) -> Any:
+    """A line's JSON value, or None if it is not JSON."""
+    try:
+        return parse(line)
+    except BadJSON:
+        return None
+
+
+def appended_history(text: str, entry: HistoryEntry, max_entries: int) -> str:
+    """The history file's text with ``entry`` appended: the newest ``max_entries`` lines; a line this version cannot
+    read is kept as it is; each text is held once, by the oldest kept entry that refers to it (the texts of the
+    entries dropped move to the next entry that needs them). A line whose texts did not move is kept byte for byte."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    lines.append(document_json(entry, "history_entry", compact=True))
+    parsed: list[HistoryEntry | None] = []
+    for line in lines:
+        try:
+            data = parse(line)
+        except BadJSON:
+            parsed.append(None)
+            continue
+        valid = isinstance(data, dict) and data.get("schema_version") == SCHEMA_VERSION and is_valid_document(data, "history_entry")
+        parsed.append(cast(HistoryEntry, data) if valid else None)
+    table = text_table(*parsed)
+    kept = list(zip(lines[-max_entries:], parsed[-max_entries:], strict=True))
+    compacted = iter(compact_texts([e for _, e in kept if e is not None], table))
+    out = []
+    for line, e in kept:
+        if e is None:
+            out.append(line)
+            continue
+        new = next(compacted)
+        out.append(line if new.get("texts") == e.get("texts") else document_json(new, "history_entry", compact=True))
+    return "".join(ln + "\n" for ln in out)

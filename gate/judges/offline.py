@@ -1,12 +1,12 @@
-"""The offline engine: exact_match, token_f1 and rouge_l against the ground truth, no model and no network
-(the measures themselves are in gate.core.textmatch)."""
+"""The offline engine: exact_match, token_f1 and rouge_l against the ground truth, and the noise test's
+answer_bearing_f1, with no model and no network (the measures themselves are in gate.core.textmatch)."""
 
 from __future__ import annotations
 
 import unicodedata
 
 from gate import __version__
-from gate.core.textmatch import METRICS, NORMALISATION_VERSION, SCORERS
+from gate.core.textmatch import METRICS, NORMALISATION_VERSION, QUESTION_METRICS, QUESTION_SCORERS, SCORERS
 from gate.judges import JudgeError, JudgeInput
 
 
@@ -16,6 +16,10 @@ class OfflineEngine:
     Every metric needs the case's ``ground_truth``; a case without one (absent, or only
     whitespace) is a JudgeError for that case. Asking for a metric this engine does not
     have is a programming error (ValueError): the spec is validated before engines run.
+
+    ``metrics()`` lists the generation metrics a spec may name. The robustness noise test's
+    offline correctness, ``answer_bearing_f1``, is scored too: it also reads the question
+    (always present on a JudgeInput), so it is not offered as a generation metric.
     """
 
     name = "offline"
@@ -30,12 +34,14 @@ class OfflineEngine:
 
     def prompt_fingerprint(self, metric: str) -> str:
         self._check(metric)
-        return f"{metric} norm{NORMALISATION_VERSION}: {METRICS[metric]}"
+        return f"{metric} norm{NORMALISATION_VERSION}: {METRICS.get(metric) or QUESTION_METRICS[metric]}"
 
     async def score(self, metric: str, item: JudgeInput) -> float:
         self._check(metric)
         if item.reference is None or not item.reference.strip():
             raise JudgeError("no ground_truth for this case")
+        if metric in QUESTION_SCORERS:
+            return QUESTION_SCORERS[metric](item.answer, item.reference, item.question)
         return SCORERS[metric](item.answer, item.reference)
 
     async def aclose(self) -> None:
@@ -43,6 +49,6 @@ class OfflineEngine:
 
     @staticmethod
     def _check(metric: str) -> None:
-        if metric not in SCORERS:
+        if metric not in SCORERS and metric not in QUESTION_SCORERS:
             known = ", ".join(sorted(SCORERS))
             raise ValueError(f"the offline engine has no metric {metric!r}; it computes {known}")

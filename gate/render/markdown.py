@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gate.core.catalog import PER_CASE_STAGES
+from gate.core.pairs import summary
 from gate.core.report import JudgeInfo, LostRank, Report, StageResult
 from gate.render import STATUS_ICON, VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, headline_verdict, metric_rows, ordered_stages
 from gate.render.escape import cell, code
@@ -157,8 +158,29 @@ def _judge_notes(stage: StageResult) -> list[str]:
         lines.append(f"- {code(name)}: {cell(reason, 300)}")
     if stage.get("not_evaluated"):
         lines.append("")
+    lines += _evidence(stage)
     for w in stage.get("warnings", []):
         lines += [f"> [!WARNING]\n> {cell(w, 500)}", ""]
+    return lines
+
+
+def _evidence(stage: StageResult) -> list[str]:
+    """What the judge gates compared: each reference run, its pairs and how they were judged, what changed in the
+    judge since; then each relative check's figures (pairs, changed pairs, p, the smallest detectable drop)."""
+    lines: list[str] = []
+    if not stage.get("pairing"):  # not a judge stage, or no reference run to compare with
+        return lines
+    for pairing in stage.get("pairing", {}).values():
+        lines.append(cell(summary(pairing), 600))
+        if pairing.get("note") and pairing["method"] == "same run":
+            lines[-1] += f" Note: {cell(pairing['note'], 400)}."
+        lines.append("")
+    checks = [(g["metric"], c) for g in stage.get("gates", []) for c in g.get("checks", [])
+              if c["kind"] in ("max_drop", "trend", "case_drop") and c["status"] != "fail"]
+    if checks:
+        lines += [f"<details><summary>Evidence of the judge gates ({len(checks)} check{'s' if len(checks) != 1 else ''})</summary>", ""]
+        lines += [f"- {code(metric)} {cell(c['kind'])}: {cell(c['detail'], 400)}" for metric, c in checks]
+        lines += ["", "</details>", ""]
     return lines
 
 

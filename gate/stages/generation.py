@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from gate.core.catalog import MetricPlan, plan_metrics
 from gate.core.model import GoldenCase, TargetOutput
-from gate.core.report import CaseResult, SampleInfo, SelfCheck, StageMeasurement
-from gate.core.sampling import sample_from
+from gate.core.pairs import ReferenceRun, output_ref
+from gate.core.report import CaseResult, JudgeInfo, SampleInfo, SelfCheck, StageMeasurement
+from gate.core.sampling import JUDGED_CASES, sample_from
 from gate.deadline import NO_DEADLINE, Deadline
 from gate.judges import Engine, JudgeSettings
 from gate.stages.judging import (
@@ -36,6 +37,7 @@ from gate.stages.judging import (
     storing,
     task_key,
 )
+from gate.stages.pairing import confirmed, plan_pairs, records, settle, to_confirm
 
 if TYPE_CHECKING:
     from gate.judges.cache import ScoreCache
@@ -80,8 +82,10 @@ def generation_stage(
     engine_factory: EngineFactory = build_engines,
     secrets: Sequence[str] = (),
     deadline: Deadline = NO_DEADLINE,
+    references: Sequence[ReferenceRun] = (),
 ) -> StageMeasurement:
-    """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage)."""
+    """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage). ``references``: the
+    runs its relative gates compare with; every judged case is paired with each (gate.stages.pairing)."""
     plans = plan_metrics(cfg)
     not_evaluated: dict[str, str] = {}
     settings, why_not = judge_settings(judge, os.environ if env is None else env, secrets=secrets)
@@ -92,7 +96,7 @@ def generation_stage(
         else:
             runnable.append(p)
     answerable = [c for c in cases if c.answerable]
-    sample = sample_from(cfg.get("sample", {}), answerable)
+    sample = sample_from({"size": JUDGED_CASES, **cfg.get("sample", {})}, answerable)
     info: SampleInfo = {"size": len(sample), "of": len(answerable), "ids": [c.id for c in sample]}
     if not runnable:
         return {"skipped": "; ".join(sorted(set(not_evaluated.values()))) or "no metric to run", "metrics": {}, "samples": [],
@@ -105,17 +109,27 @@ def generation_stage(
     self_cfg = cfg.get("self_check")
     check_ids = {c.id for c in sample[: int(self_cfg.get("cases", 10))]} if self_cfg else set()
     recheck = [t for t in plan.tasks if t.case_id in check_ids and t.plan.engine != "offline"]
+    pairing = plan_pairs(references, sample, {c.id for c in cases}, plan.tasks, {t.key for t in todo}, engines, settings, cache)
+    fresh = list(pairing.fresh.values())
+    case_drop = {m: float(g["case_drop"]) for m, g in (cfg.get("gates") or {}).items() if "case_drop" in g}
+    store = storing(cache, model)
+    limit = in_flight(settings)
 
-    async def judge_both() -> tuple[dict[int, float | str], dict[int, float | str]]:
+    async def judge_all() -> tuple[dict[int, float | str], dict[int, float | str]]:
         try:
-            first, second = await asyncio.gather(judge_tasks(todo, engines, on_result=storing(cache, model), deadline=deadline,
-                                                             in_flight=in_flight(settings)),
-                                                 judge_tasks(recheck, engines, deadline=deadline, in_flight=in_flight(settings)))
+            first, second, again = await asyncio.gather(judge_tasks(todo, engines, on_result=store, deadline=deadline, in_flight=limit),
+                                                        judge_tasks(recheck, engines, deadline=deadline, in_flight=limit),
+                                                        judge_tasks(fresh, engines, on_result=store, deadline=deadline, in_flight=limit))
+            settle(pairing, {t.key: first[i] for i, t in enumerate(todo)}, {t.key: again[i] for i, t in enumerate(fresh)}, cache, model)
+            confirm = to_confirm(pairing, case_drop, cache)
+            if confirm:  # a drop above case_drop: both sides judged once more before the gate may fail on it
+                tasks = [t for _, ref, cur in confirm for t in (ref, cur)]
+                confirmed(confirm, await judge_tasks(tasks, engines, deadline=deadline, in_flight=limit), cache, model)
             return first, second
         finally:
             await close_all(engines, client)
 
-    first, second = asyncio.run(judge_both())
+    first, second = asyncio.run(judge_all())
     results: dict[str, float | str] = {**cached, **{t.key: first[i] for i, t in enumerate(todo)}}
     per_case: dict[str, dict[str, float]] = {c.id: {} for c in sample}
     errors = plan.errors
@@ -127,22 +141,32 @@ def generation_stage(
             errors[t.case_id][t.plan.name] = result  # the judge client redacted it (and the report is redacted whole)
 
     samples, metrics = aggregate(sample, runnable, per_case, errors, not_evaluated)
+    texts: dict[str, str] = {}
+    for s in samples:
+        out = outputs[s["id"]]
+        if out.error is None:
+            s["output"] = output_ref(out.answer, out.contexts, texts)
     attempted = len(sample) * len(runnable)
     failed = sum(len(e) for e in errors.values())
     usage = client.usage() if client is not None else {"calls": 0}
-    usage.update({"cache_hits": sum(1 for t in plan.tasks if t.key in cached), "cache_misses": len(todo)})
+    usage.update({"cache_hits": sum(1 for t in plan.tasks if t.key in cached), "cache_misses": len(todo) + len(fresh)})
+    judge_info: JudgeInfo = {"model": model or None, "temperature": settings.temperature if settings else None,
+                             "engines": {name: e.version for name, e in engines.items()},
+                             "prompts": {p.name: engines[p.engine].prompt_fingerprint(p.metric) for p in runnable}}
     stage: StageMeasurement = {
         "sample": info,
         "metrics": metrics,
         "samples": samples,
         "not_evaluated": not_evaluated,
         "warnings": [],
-        "judge": {"model": model or None, "temperature": settings.temperature if settings else None,
-                  "engines": {name: e.version for name, e in engines.items()}},
+        "judge": judge_info,
         "usage": usage,
         "scores": {"attempted": attempted, "errored": failed, "error_rate": failed / attempted if attempted else 0.0},
         "budget_exceeded": bool(client is not None and getattr(client, "budget_exceeded", False)),
     }
+    if references:
+        stage["pairing"] = records(pairing, [p.name for p in runnable], judge_info)
+    stage["texts"] = texts
     if self_cfg:
         stage["self_check"] = self_check(recheck, second, per_case, float(self_cfg.get("max_diff", 0.02)),
                                          self_cfg.get("on_unstable", "warn"))

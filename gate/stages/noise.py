@@ -8,6 +8,11 @@ correct or not against ground_truth. ``noise_robustness`` = correct noisy / corr
     1. distractors   corpus hard negatives, a file, or judge-written passages (cached as text)
     2. answers       the target answers from the clean and the noisy contexts
     3. correctness   both answers scored against ground_truth (judge or offline), cached
+
+Offline correctness is not plain token F1 with ground_truth: a distractor written like the ground
+truth ("The capital of region 17 is Rowan" against "The capital of region 0 is Cedar") shares most of
+its words and would pass. It scores the answer-bearing words (those of ground_truth the question does
+not give) and requires ground_truth's numbers: gate.core.textmatch.answer_bearing_f1.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from gate.stages.judging import Task, build_engines, close_all, in_flight, judge
 if TYPE_CHECKING:
     from gate.judges.cache import ScoreCache
     from gate.targets import ContextAnswerer
+
+# noise.method in the report when correctness is offline (gate.core.textmatch.answer_bearing_f1)
+OFFLINE_METHOD = "offline (token F1 on the words of ground_truth not in the question; its numbers required)"
 
 CORRECTNESS_CRITERION = (
     "The actual output gives the same answer as the expected output (ground truth) to the question asked: the facts, "
@@ -83,10 +91,13 @@ def inject(contexts: Sequence[str], distractors: Sequence[str], position: str, r
 
 
 def correctness_plan(cfg: Mapping[str, Any]) -> MetricPlan:
-    """ragas answer_correctness, a deepeval GEval correctness criterion, or offline token F1."""
+    """ragas answer_correctness, a deepeval GEval correctness criterion, or offline answer-bearing token F1:
+    F1 on the ground truth's words that the question does not give, its numbers required (plain token F1
+    with the ground truth, which template-alike wrong answers pass, is not used: see
+    gate.core.textmatch.answer_bearing_f1)."""
     c = cfg.get("correctness", {})
     if c.get("method", "offline") != "judge":
-        return MetricPlan("correctness", "offline", "token_f1")
+        return MetricPlan("correctness", "offline", "answer_bearing_f1")
     if c.get("engine", "ragas") == "deepeval":
         return MetricPlan("correctness", "deepeval", "correctness")
     return MetricPlan("correctness", "ragas", "answer_correctness")
@@ -290,7 +301,7 @@ def noise_test(
     judged = judge_correctness(run, plan, settings, cache, threshold, deadline)
     info: NoiseInfo = {**merge_usage(judged, run.usage), "cache_hits": judged.get("cache_hits", 0),  # type: ignore[typeddict-item]
                        "cache_misses": judged.get("cache_misses", 0),
-                       "method": "judge" if plan.engine != "offline" else "offline (token F1 with ground_truth)",
+                       "method": "judge" if plan.engine != "offline" else OFFLINE_METHOD,
                        "threshold": threshold, "source": "precomputed" if precomputed is not None else run.source,
                        "distractors": run.k, "position": run.position}
     for c in sample:
