@@ -149,8 +149,9 @@ def test_a_golden_case_added_in_the_pr_still_fails_and_is_listed(project: Path) 
     make_baseline(project)
     (project / "golden.jsonl").write_text(golden(N + 1), encoding="utf-8")  # one case added in the pull request
     with JudgeServer(offset=0.05) as judge:
-        proc, report = rag_gate(project, judge, "worse")
+        proc, report = rag_gate(project, judge, "worse", "--markdown", "comment.md")
     assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"1 case(s) new since the reference (q{N:02d}), 0 removed" in (project / "comment.md").read_text(encoding="utf-8")
     pairing = report["stages"]["generation"]["pairing"]["baseline"]
     assert pairing["added"] == [f"q{N:02d}"] and pairing["removed"] == []
     assert pairing["metrics"]["supported"]["pairs"] == N  # paired on the ids both runs share; before: the gate was skipped

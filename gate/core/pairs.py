@@ -177,5 +177,14 @@ def summary(pairing: Pairing) -> str:
     text = (f"Compared with {pairing['label']}: {n} case{'s' if n != 1 else ''} paired, {changed} with a changed answer or passages, "
             f"both sides judged in this run ({pairing['judgings']} new judging{'s' if pairing['judgings'] != 1 else ''} of the reference's side)")
     if pairing["added"] or pairing["removed"]:
-        text += f"; {len(pairing['added'])} case(s) new since the reference, {len(pairing['removed'])} removed from the golden set"
+        text += (f"; {len(pairing['added'])} case(s) new since the reference{_ids(pairing['added'])}, "
+                 f"{len(pairing['removed'])} removed from the golden set{_ids(pairing['removed'])}")
     return text + "."
+
+
+def _ids(ids: Sequence[str], shown: int = 10) -> str:
+    """ " (a, b, c and 4 more)" for a sentence; empty for no id."""
+    if not ids:
+        return ""
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return f" ({', '.join(ids[:shown])}{more})"
