@@ -22,6 +22,7 @@ against the schema deepeval passes, and re-asks twice when the reply is not that
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import inspect
 import json
@@ -43,6 +44,13 @@ _BUILTIN: dict[str, tuple[str, set[str]]] = {
 }
 _JSON_ATTEMPTS = 3
 _SYSTEM = "Reply with one JSON object and nothing else. It must conform to this JSON Schema:\n{schema}"
+
+
+@functools.lru_cache(maxsize=64)
+def _system_prompt(schema: type) -> str:
+    """The system message for a reply schema (a pydantic model class): built once per class, not once per call
+    (``model_json_schema`` costs more than the rest of a call's preparation)."""
+    return _SYSTEM.format(schema=json.dumps(schema.model_json_schema()))  # type: ignore[attr-defined]
 _CLASSES: dict[str, type] = {}
 
 
@@ -242,14 +250,13 @@ def _model_class() -> type:
                 messages: list[dict[str, str]] = [{"role": "user", "content": text}]
                 extra: dict[str, Any] = {"max_tokens": self._max_tokens} if self._max_tokens else {}
                 if schema is not None:
-                    messages.insert(0, {"role": "system", "content": _SYSTEM.format(schema=json.dumps(schema.model_json_schema()))})
+                    messages.insert(0, {"role": "system", "content": _system_prompt(schema)})
                     extra["response_format"] = {"type": "json_object"}
                 asked = list(messages)
                 malformed, cut_off = True, False
                 for _attempt in range(_JSON_ATTEMPTS):
-                    response = await self._client.openai.chat.completions.create(
-                        model=self._settings.model, messages=messages, temperature=self._settings.temperature, **extra
-                    )
+                    response = await self._client.chat(
+                        {"model": self._settings.model, "messages": messages, "temperature": self._settings.temperature, **extra})
                     choice = response.choices[0] if response.choices else None
                     content = (choice.message.content or "") if choice else ""
                     cut_off = getattr(choice, "finish_reason", None) == "length"
