@@ -13,7 +13,7 @@ COPY constraints.txt /action/constraints.txt
 # same layer, so the image does not carry them.
 RUN pip install --constraint /action/constraints.txt \
         "ragas==0.4.3" "deepeval==4.3.1" "langchain-community==0.4.1" "openai==1.109.1" "instructor==1.3.2" \
-        "httpx==0.28.1" "pyyaml" "jsonschema" "jsonschema-rs" "requests" "tqdm" \
+        "httpx==0.28.1" "pyyaml" "jsonschema" "jsonschema-rs" "msgspec" "requests" "tqdm" \
     && site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     && find "$site/numpy" "$site/scipy" "$site/pandas" "$site/pyarrow" -depth -type d -name tests -exec rm -rf {} +
 

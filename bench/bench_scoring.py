@@ -133,8 +133,8 @@ def steps(spec_path: Path, repeat: int) -> list[tuple[str, float]]:
     """The run split into its steps, each timed (best of ``repeat``)."""
     from gate.config.loader import load_spec
     from gate.io.golden import load_golden_set
-    from gate.io.reports import load_baseline
-    from gate.pipeline import collect_outputs, evaluate
+    from gate.io.reports import read_baseline
+    from gate.pipeline import RunContext, collect_outputs, evaluate
     from gate.render.console import render_console
     from gate.render.junit import render_junit
     from gate.render.markdown import render_comment
@@ -145,7 +145,7 @@ def steps(spec_path: Path, repeat: int) -> list[tuple[str, float]]:
     out.append(("load + validate spec", t))
     t, cases = best_of(repeat, lambda: load_golden_set(spec.golden_set_path))
     out.append((f"load golden set ({len(cases)} cases)", t))
-    t, baseline = best_of(repeat, lambda: load_baseline(spec.baseline_path))
+    t, baseline = best_of(repeat, lambda: read_baseline(spec.baseline_path))
     out.append(("load baseline", t))
     t, target = best_of(repeat, lambda: make_target(spec, cases))
     out.append(("load results file", t))
@@ -155,7 +155,8 @@ def steps(spec_path: Path, repeat: int) -> list[tuple[str, float]]:
 
     t, _ = best_of(repeat, lambda: retrieval_stage(cases, outputs, spec.retrieval_metrics(), spec.retrieval.get("match", {})))
     out.append(("  of which: score retrieval metrics", t))
-    t, report = best_of(repeat, lambda: evaluate(spec, cases, outputs, baseline, target_kind=target.kind))
+    context = RunContext(created_at="2026-01-01T00:00:00+00:00", baseline=baseline, target_kind=target.kind)
+    t, report = best_of(repeat, lambda: evaluate(spec, cases, outputs, context))
     out.append(("evaluate (scores, breakdowns, gates, worse cases)", t))
     t, _ = best_of(repeat, lambda: render_comment(report))
     out.append(("render Markdown comment", t))
@@ -213,7 +214,8 @@ def main() -> int:
 
         # the baseline: an earlier run over slightly different results, so worse_cases has work to do
         earlier = run(str(base_spec))
-        (folder / "baseline.json").write_text(json.dumps(baseline_from_report(earlier)), encoding="utf-8")
+        baseline = baseline_from_report(earlier, created_at=earlier["run"]["created_at"], tool_version=earlier["tool"]["version"])
+        (folder / "baseline.json").write_text(json.dumps(baseline), encoding="utf-8")
 
         def work() -> tuple[dict[str, Any], tuple[str, str, str, str]]:
             report = run(str(spec))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import operator
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -300,7 +301,7 @@ def unsorted_scores_note(cases: Sequence[GoldenCase], outputs: Mapping[str, Targ
     order the RAG system uses), trec_eval by score, so the two would disagree on those cases."""
     unsorted = [c.id for c in cases
                 if (scores := [d.score for d in outputs[c.id].retrieved if d.score is not None])
-                and any(a < b for a, b in zip(scores, scores[1:], strict=False))]
+                and any(map(operator.lt, scores, scores[1:]))]
     if not unsorted:
         return []
     return [f"{len(unsorted)} case(s) list passages whose scores are not in descending order (first: {unsorted[0]}); "
@@ -318,6 +319,8 @@ def passage_text_warning(spec: Spec, outputs: Mapping[str, TargetOutput]) -> str
     gen = spec.data["stages"].get("generation") or {}
     if gen and set(gen.get("metrics", [])) - {"exact_match", "token_f1", "rouge_l"}:
         needs.append("the judge metrics that read contexts")
+    if not needs:
+        return None
     answered = [o for o in outputs.values() if o.error is None and o.retrieved]
     bare = [o for o in answered if not o.contexts and not any(d.text for d in o.retrieved)]
     if not needs or not bare:
@@ -424,4 +427,6 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            gc.freeze()  # freeze + unfreeze: what the run left alive moves to the oldest generation at once, so the first
+            gc.unfreeze()  # collection after it does not scan it all (0.1 s on 10,000 cases); cycles are still found
             gc.enable()

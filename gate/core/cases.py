@@ -13,6 +13,7 @@ from gate.core.model import CASE_TYPES, GoldenCase
 
 MAX_GRADE = 1000  # graded relevance is a small scale (trec's 1-3); a huge grade would overflow the nDCG arithmetic
 FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "type", "tags", "category", "metadata")
+_FIELDS = frozenset(FIELDS)
 
 
 def derive_id(question: str) -> str:
@@ -34,12 +35,12 @@ def _relevant(value: Any) -> dict[str, int]:
     raise ValueError(f"relevant_doc_ids must be a list or an object {{id: grade}}, got {type(value).__name__}")
 
 
-def parse_case(row: Any) -> GoldenCase | str:
-    """A GoldenCase, or the sentence saying what is wrong with the row."""
+def parse_case(row: Any, line: int = 0) -> GoldenCase | str:
+    """A GoldenCase (read from line ``line``), or the sentence saying what is wrong with the row."""
     if not isinstance(row, dict):
         return f"each line must be a JSON object, got {type(row).__name__}"
-    unknown = [k for k in row if k not in FIELDS]
-    if unknown:
+    if not row.keys() <= _FIELDS:
+        unknown = [k for k in row if k not in _FIELDS]
         return f"unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)}; put your own under 'metadata')"
     question = row.get("question")
     if not isinstance(question, str) or not question.strip():
@@ -71,7 +72,7 @@ def parse_case(row: Any) -> GoldenCase | str:
     if not isinstance(metadata, dict):
         return "'metadata' must be an object"
     return GoldenCase(
-        id=case_id, question=question, line=0, ground_truth=gt, relevant=relevant, type=ctype,
+        id=case_id, question=question, line=line, ground_truth=gt, relevant=relevant, type=ctype,
         tags=tuple(tags), category=category, metadata=metadata,
     )
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 CASE_TYPES = ("answerable", "out_of_scope", "adversarial")
 
@@ -27,6 +28,20 @@ class GoldenCase:
         return self.type == "answerable"
 
 
+class Passage(Protocol):
+    """A retrieved passage as the stages read it: a RetrievedDoc, or the compact form a results file is decoded into
+    (gate.targets.results), which has the same read-only fields."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def text(self) -> str | None: ...
+
+    @property
+    def score(self) -> float | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RetrievedDoc:
     id: str
@@ -39,7 +54,7 @@ class TargetOutput:
     """What the target returned for one case; ``error`` set means the call failed."""
 
     case_id: str
-    retrieved: list[RetrievedDoc] = field(default_factory=list)
+    retrieved: Sequence[Passage] = field(default_factory=list)  # ranked, best first
     answer: str | None = None
     contexts: list[str] = field(default_factory=list)
     latency_ms: float | None = None

@@ -15,9 +15,13 @@ list after dropping repeated ids, with R = the number of relevant ids of the cas
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from gate.core.catalog import MetricName
@@ -33,6 +37,20 @@ def relevant_ranks(ranked: Sequence[str], relevant: dict[str, int]) -> list[tupl
     return [(i, relevant[d]) for i, d in enumerate(ranked, 1) if d in relevant]
 
 
+def first_ranks(ids: list[str], relevant: Iterable[str]) -> dict[str, int | None]:
+    """Each relevant id's 1-based rank in ``ids`` once repeated ids are dropped (None: not in the list). Each one is
+    looked up in the list (in C), which costs less than indexing the whole list for the few relevant ids a case has."""
+    unique = len(set(ids)) == len(ids)
+    out: dict[str, int | None] = {}
+    for rid in relevant:
+        if rid in ids:
+            i = ids.index(rid)
+            out[rid] = i + 1 if unique else len(set(ids[:i])) + 1  # the distinct ids before its first place
+        else:
+            out[rid] = None
+    return out
+
+
 def _dcg(gains: Iterable[tuple[int, int]]) -> float:
     return sum(g / math.log2(r + 1) for r, g in gains)
 
@@ -40,42 +58,68 @@ def _dcg(gains: Iterable[tuple[int, int]]) -> float:
 class CaseScorer:
     """Scores one case's ranked list against its relevant ids, for any metric name."""
 
-    __slots__ = ("ranks", "n_relevant", "grades")
+    __slots__ = ("ranks", "rank_list", "n_relevant", "grades")
 
     def __init__(self, ranked: Sequence[str], relevant: dict[str, int]) -> None:
-        self.ranks = relevant_ranks(ranked, relevant)
+        self._set(relevant_ranks(ranked, relevant), relevant)
+
+    @classmethod
+    def from_ranks(cls, ranks: Mapping[str, int | None], relevant: dict[str, int]) -> CaseScorer:
+        """The scorer of a list where each relevant id has the rank ``ranks`` gives it (``first_ranks``)."""
+        scorer = cls.__new__(cls)
+        scorer._set(sorted([(r, relevant[d]) for d, r in ranks.items() if r is not None]), relevant)  # ranks are distinct
+        return scorer
+
+    def _set(self, ranks: list[tuple[int, int]], relevant: dict[str, int]) -> None:
+        self.ranks = ranks  # (rank, grade) of the relevant ids retrieved, in rank order
+        self.rank_list = [r for r, _ in ranks]
         self.n_relevant = len(relevant)
         self.grades = sorted(relevant.values(), reverse=True)
 
     def hits_at(self, k: int | None) -> int:
-        return sum(1 for r, _ in self.ranks if k is None or r <= k)
+        return len(self.rank_list) if k is None else bisect_right(self.rank_list, k)
 
     def score(self, metric: MetricName) -> float:
-        base, k = metric.base, metric.k
-        if self.n_relevant == 0:
-            return 0.0
-        if base == "hit_rate":
-            return 1.0 if self.ranks and self.ranks[0][0] <= k else 0.0  # type: ignore[operator]
-        if base == "mrr":
-            if not self.ranks or (k is not None and self.ranks[0][0] > k):
+        return metric_function(metric)(self)
+
+
+@functools.cache
+def metric_function(metric: MetricName) -> Callable[[CaseScorer], float]:
+    """The function that scores one case for ``metric`` (CaseScorer.score calls it): the metric's branch is chosen once
+    for a run, not once per case and metric."""
+    base, k = metric.base, metric.k
+    if base == "hit_rate":
+        return lambda s: 1.0 if s.n_relevant and s.ranks and s.ranks[0][0] <= k else 0.0  # type: ignore[operator]
+    if base == "mrr":
+        return lambda s: 0.0 if not s.n_relevant or not s.ranks or (k is not None and s.ranks[0][0] > k) else 1.0 / s.ranks[0][0]
+    if base in ("recall", "context_recall"):
+        return lambda s: s.hits_at(k) / s.n_relevant if s.n_relevant else 0.0
+    if base == "precision":
+        return lambda s: s.hits_at(k) / k if s.n_relevant else 0.0  # type: ignore[operator]
+    if base == "ndcg":
+        ideal_dcg: dict[tuple[int, ...], float] = {}  # by the grades a case's ideal list holds: the same few, over and over
+
+        def ndcg(s: CaseScorer) -> float:
+            if not s.n_relevant:
                 return 0.0
-            return 1.0 / self.ranks[0][0]
-        if base in ("recall", "context_recall"):
-            return self.hits_at(k) / self.n_relevant
-        if base == "precision":
-            return self.hits_at(k) / k  # type: ignore[operator]
-        if base == "ndcg":
-            ideal = self.grades if k is None else self.grades[:k]
-            idcg = _dcg(enumerate(ideal, 1))
-            return _dcg((r, g) for r, g in self.ranks if k is None or r <= k) / idcg
-        if base == "map":
+            ideal = tuple(s.grades if k is None else s.grades[:k])
+            idcg = ideal_dcg.get(ideal)
+            if idcg is None:
+                idcg = ideal_dcg[ideal] = _dcg(enumerate(ideal, 1))
+            return _dcg((r, g) for r, g in s.ranks if k is None or r <= k) / idcg
+        return ndcg
+    if base == "map":
+        def average_precision(s: CaseScorer) -> float:
+            if not s.n_relevant:
+                return 0.0
             total = 0.0
-            for j, (r, _) in enumerate(self.ranks, 1):
+            for j, (r, _) in enumerate(s.ranks, 1):
                 if k is not None and r > k:
                     break
                 total += j / r
-            return total / self.n_relevant
-        raise ValueError(f"not a retrieval metric: {metric.name}")
+            return total / s.n_relevant
+        return average_precision
+    raise ValueError(f"not a retrieval metric: {metric.name}")
 
 
 def aggregate(metric: MetricName, scorers: Sequence[CaseScorer], per_case: Sequence[float]) -> float | None:
@@ -83,9 +127,14 @@ def aggregate(metric: MetricName, scorers: Sequence[CaseScorer], per_case: Seque
     if not scorers:
         return None
     if metric.base == "context_recall":
-        total = sum(s.n_relevant for s in scorers)
-        return sum(s.hits_at(metric.k) for s in scorers) / total if total else None
+        total = sum(map(_N_RELEVANT, scorers))
+        k = metric.k
+        hits = sum(map(len, map(_RANK_LIST, scorers))) if k is None else sum(map(bisect_right, map(_RANK_LIST, scorers), repeat(k)))
+        return hits / total if total else None
     return math.fsum(per_case) / len(per_case)
+
+
+_N_RELEVANT, _RANK_LIST = attrgetter("n_relevant"), attrgetter("rank_list")
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -12,8 +12,8 @@ from gate.core.model import GoldenCase
 from gate.io.jsonparse import BadJSON, parse
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed value) for every non-blank line; InputError on bad JSON."""
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every non-blank line of a JSONL file; InputError if it cannot be read as UTF-8."""
     try:
         handle = path.open(encoding="utf-8-sig")
     except FileNotFoundError:
@@ -23,15 +23,24 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     with handle:
         try:
             for lineno, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = parse(line, max_depth=None)
-                except BadJSON as exc:
-                    raise InputError(exc.message, file=str(path), line=lineno) from None
-                yield lineno, row
+                if line.strip():
+                    yield lineno, line
         except UnicodeDecodeError:
             raise InputError("not UTF-8 text", file=str(path)) from None
+
+
+def parse_line(path: Path, lineno: int, line: str) -> Any:
+    """The JSON value of one line of a JSONL file; InputError naming the file and line otherwise."""
+    try:
+        return parse(line, max_depth=None)
+    except BadJSON as exc:
+        raise InputError(exc.message, file=str(path), line=lineno) from None
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for every non-blank line; InputError on bad JSON."""
+    for lineno, line in iter_lines(path):
+        yield lineno, parse_line(path, lineno, line)
 
 
 def load_golden_set(path: Path) -> list[GoldenCase]:
@@ -40,7 +49,7 @@ def load_golden_set(path: Path) -> list[GoldenCase]:
     errors: list[InputError] = []
     seen: dict[str, int] = {}
     for lineno, row in iter_jsonl(path):
-        parsed = parse_case(row)
+        parsed = parse_case(row, lineno)
         if isinstance(parsed, str):
             errors.append(InputError(parsed, file=str(path), line=lineno))
             continue
@@ -48,7 +57,6 @@ def load_golden_set(path: Path) -> list[GoldenCase]:
             errors.append(InputError(f"duplicate id {parsed.id!r} (first at line {seen[parsed.id]})", file=str(path), line=lineno))
             continue
         seen[parsed.id] = lineno
-        object.__setattr__(parsed, "line", lineno)
         cases.append(parsed)
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)

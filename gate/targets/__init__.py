@@ -12,9 +12,11 @@ the spec names:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any, Protocol
 
-from gate.core.model import Answer, GoldenCase, RetrievedDoc, TargetOutput
+from gate.core.model import Answer, GoldenCase, Passage, RetrievedDoc, TargetOutput
 
 
 class Target(Protocol):
@@ -88,15 +90,23 @@ def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS
             text if type(text) is str else None,
             score if type(score) is float else float(score) if type(score) is int and -1e300 < score < 1e300 else None,
         ))
-    answer = get_path(obj, fields["answer"])
+    return output_from(case_id, retrieved, get_path(obj, fields["answer"]), get_path(obj, fields["contexts"]), obj.get("usage"),
+                       fields, latency_ms)
+
+
+_TEXT = attrgetter("text")
+
+
+def output_from(case_id: str, retrieved: Sequence[Passage], answer: Any, contexts: Any, usage: Any,
+                fields: dict[str, str] = DEFAULT_FIELDS, latency_ms: float | None = None) -> TargetOutput:
+    """The TargetOutput of a ranked list and the answer, contexts and usage read beside it (None: not given).
+    Raises ValueError naming the field when the answer or the contexts are not what they must be."""
     if answer is not None and not isinstance(answer, str):
         raise ValueError(f"{fields['answer']!r} must be a string, got {type(answer).__name__}")
-    contexts = get_path(obj, fields["contexts"])
     if contexts is None:
-        contexts = [d.text for d in retrieved if d.text]
+        contexts = list(filter(None, map(_TEXT, retrieved)))  # the passages' texts, empty ones left out
     elif not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
         raise ValueError(f"{fields['contexts']!r} must be a list of strings")
-    usage = obj.get("usage")
     return TargetOutput(
         case_id=case_id, retrieved=retrieved, answer=answer, contexts=contexts, latency_ms=latency_ms,
         usage=usage if isinstance(usage, dict) else None,

@@ -16,7 +16,8 @@ def make_target(spec: Spec, cases: Sequence[GoldenCase], deadline: Deadline = NO
     if "results" in cfg:
         from gate.targets.results import ResultsFileTarget
 
-        return ResultsFileTarget(spec.resolve(cfg["results"]), list(cases))
+        stages = spec.data["stages"]  # the judge stages read the passages' texts; the retrieval stage only their ids
+        return ResultsFileTarget(spec.resolve(cfg["results"]), list(cases), texts=bool(stages.get("generation") or stages.get("robustness")))
     if "http" in cfg:
         from gate.targets.http import HttpTarget
 
