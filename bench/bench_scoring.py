@@ -191,13 +191,18 @@ def import_times(module: str, top: int = 8) -> tuple[float, list[tuple[float, st
     return total, largest
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def size_args(description: str, profile_help: str) -> argparse.Namespace:
+    """--cases, --docs, --repeat and --profile: the options of this benchmark and of bench_vs_trec.py."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--cases", type=int, default=10_000)
     ap.add_argument("--docs", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--profile", action="store_true", help="also print the top functions of one run (cProfile)")
-    args = ap.parse_args()
+    ap.add_argument("--profile", action="store_true", help=profile_help)
+    return ap.parse_args()
+
+
+def main() -> int:
+    args = size_args(__doc__.split("\n\n")[0], "also print the top functions of one run (cProfile)")
 
     with tempfile.TemporaryDirectory(prefix="rag-gate-bench-") as tmp:
         folder = Path(tmp)

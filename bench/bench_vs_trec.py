@@ -28,7 +28,6 @@ Exit status 1 if a mean differs by more than 1e-9; 2 if pytrec_eval is not insta
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import cProfile
 import io
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from bench_scoring import _text  # the same passage texts (run as a script, bench/ is on sys.path)
+from bench_scoring import _text, size_args  # the same passage texts (run as a script, bench/ is on sys.path)
 
 METRICS = ["hit_rate@5", "mrr", "recall@10", "precision@5", "ndcg@10", "map", "context_recall@5"]
 GATES = {"hit_rate@5": {"min": 0.3}, "mrr": {"min": 0.2}, "ndcg@10": {"min": 0.2}, "p95_latency_ms": {"max": 2000}}  # all pass on this data
@@ -166,12 +165,7 @@ def compare(folder: Path) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", type=int, default=10_000)
-    ap.add_argument("--docs", type=int, default=20)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--profile", action="store_true", help="also print cProfile's top 20 functions (own time) of rag-gate's run")
-    args = ap.parse_args()
+    args = size_args(__doc__.split("\n\n")[0], "also print cProfile's top 20 functions (own time) of rag-gate's run")
     try:
         import pytrec_eval  # noqa: F401
     except ImportError:
