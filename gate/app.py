@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from gate.core.model import TargetOutput
-from gate.core.report import Report
+from gate.core.report import Part, Report
 from gate.io.files import write_text
-from gate.io.reports import report_json
+from gate.io.reports import document_json, report_json
 from gate.pipeline import RunOptions, run
 
 
@@ -79,16 +79,53 @@ def progress(enabled: bool, stream: TextIO | None = None) -> tuple[Callable[[int
 
 def run_and_write(config: str, outputs: Outputs, options: RunOptions, *, show_progress: bool = True, quiet: bool = False) -> Report:
     """Run the spec, write the outputs, print the console report (stderr when report.json goes to stdout)."""
-    from gate.render.console import render_console
-
     on_start, on_done, close = progress(show_progress and not quiet)
     try:
         report = run(config, replace(options, on_start=on_start, on_done=on_done))
     finally:
         close()
+    return written(report, outputs, quiet)
+
+
+def written(report: Report, outputs: Outputs, quiet: bool) -> Report:
+    """Write the outputs and print the console report (stderr when report.json goes to stdout)."""
+    from gate.render.console import render_console
+
     write_outputs(report, outputs)
     text = render_console(report)
     if quiet:
         text = text.splitlines()[-1] + "\n"
     (sys.stderr if outputs.report == "-" else sys.stdout).write(text)
     return report
+
+
+def run_shard_and_write(config: str, shard: tuple[int, int], part_path: str, options: RunOptions, *,
+                        show_progress: bool = True, quiet: bool = False) -> Part:
+    """Run one shard, write its part (atomically), say what it holds; no gate, no comment."""
+    from gate.render.console import log_safe
+    from gate.shards import run_shard
+
+    on_start, on_done, close = progress(show_progress and not quiet)
+    try:
+        part = run_shard(config, shard, replace(options, on_start=on_start, on_done=on_done))
+    finally:
+        close()
+    write_text(part_path, document_json(part, "part", compact=True, fast=True) + "\n", what="part")
+    out = sys.stderr if part_path == "-" else sys.stdout
+    index, of = shard
+    judged = ", ".join(f"{name} {len(stage['samples'])} judged" for name, stage in part["stages"].items() if not stage.get("skipped"))
+    errors = sum(1 for o in part["outputs"] if o["error"] is not None)
+    print(f"rag-gate: shard {index} of {of}: {len(part['outputs'])} cases asked ({errors} errored)"
+          f"{'; ' + judged if judged else ''}; part written to {part_path}", file=out)
+    for e in part["errors"]:
+        print(log_safe(f"rag-gate: shard incomplete: {e}"), file=out)
+    if not quiet:
+        print("rag-gate: no gate runs on a shard: `rag-gate merge` gates the parts together", file=out)
+    return part
+
+
+def merge_and_write(config: str, parts: list[str], outputs: Outputs, options: RunOptions, *, quiet: bool = False) -> Report:
+    """Merge the parts into one report, write the outputs, print the console report (as ``run_and_write``)."""
+    from gate.shards import merge
+
+    return written(merge(config, parts, options), outputs, quiet)

@@ -1,4 +1,4 @@
-"""The command line: ``rag-gate run | validate | baseline update | history record``.
+"""The command line: ``rag-gate run | merge | validate | baseline update | history record | cache merge``.
 
 Exit codes: 0 every gate passed, 1 a gate failed, 2 invalid input, 3 the run could not complete.
 """
@@ -29,6 +29,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     run.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     run.add_argument("--no-cache", action="store_true", help="judge every case again, ignoring and not writing the judge cache")
+    run.add_argument("--shard", metavar="I/N", help="run only shard I of N (a stable split by case id) and write its part to "
+                     "--report; `rag-gate merge` gates the parts together")
+
+    merge = sub.add_parser("merge", parents=[spec], help="merge the parts of a sharded run into one report, and gate it")
+    merge.add_argument("parts", nargs="+", metavar="PART", help="the parts (rag-gate run --shard I/N --report PART), or "
+                       "folders holding them")
+    merge.add_argument("--report", metavar="PATH", help="write report.json here ('-' for stdout)")
+    merge.add_argument("--markdown", metavar="PATH", help="write the PR comment body (Markdown) here")
+    merge.add_argument("--junit", metavar="PATH", help="write JUnit XML (one test case per gate) here")
+    merge.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
 
     sub.add_parser("validate", parents=[spec], help="check the spec and the golden set without running anything")
 
@@ -44,6 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     rec = hist_sub.add_parser("record", parents=[spec], help="append a run's report to the history file")
     rec.add_argument("--report", required=True, metavar="PATH", help="report.json of a default-branch run")
     rec.add_argument("--branch", help="branch the run was on (default: GITHUB_REF_NAME)")
+
+    cache = sub.add_parser("cache", help="the judge cache")
+    cache_sub = cache.add_subparsers(dest="action", required=True, metavar="ACTION")
+    cm = cache_sub.add_parser("merge", parents=[spec], help="fold several judge caches (one per shard) into one")
+    cm.add_argument("caches", nargs="+", metavar="CACHE", help="the cache files to fold in")
+    cm.add_argument("--output", metavar="PATH", help="the cache to fold them into (default: cache.path of the spec)")
     return p
 
 
@@ -52,9 +68,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gate.pipeline import RunOptions
 
     options = RunOptions(commit=os.environ.get("GITHUB_SHA"), use_cache=not args.no_cache)
+    if args.shard is not None:
+        from gate.app import run_shard_and_write
+        from gate.core.errors import InputError
+        from gate.shards import parse_shard
+
+        shard = parse_shard(args.shard)
+        if not args.report:
+            raise InputError("a shard writes its part to --report: give the path", key="--report")
+        for flag, value in (("--markdown", args.markdown), ("--junit", args.junit)):
+            if value:
+                raise InputError(f"a shard writes its part only; {flag} is written by `rag-gate merge`", key=flag)
+        part = run_shard_and_write(args.config, shard, args.report, options, show_progress=not args.no_progress, quiet=args.quiet)
+        return 3 if part["errors"] else EXIT_PASS
     report = run_and_write(args.config, Outputs(args.report, args.markdown, args.junit), options,
                            show_progress=not args.no_progress, quiet=args.quiet)
     return report["exit_code"]
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from gate.app import Outputs, merge_and_write
+    from gate.pipeline import RunOptions
+
+    report = merge_and_write(args.config, args.parts, Outputs(args.report, args.markdown, args.junit),
+                             RunOptions(commit=os.environ.get("GITHUB_SHA")), quiet=args.quiet)
+    return report["exit_code"]
+
+
+def cmd_cache_merge(args: argparse.Namespace) -> int:
+    from gate.config.loader import load_spec
+    from gate.judges.cache import merge_caches
+
+    out = Path(args.output) if args.output else load_spec(args.config).resolve(load_spec(args.config).data["cache"]["path"])
+    added = merge_caches(out, [Path(c) for c in args.caches])
+    print(f"folded {len(args.caches)} cache(s) into {out}: {added.scores} scores and {added.texts} texts added, "
+          f"{added.total_scores} scores and {added.total_texts} texts in all")
+    return EXIT_PASS
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -126,6 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return cmd_run(args)
+        if args.command == "merge":
+            return cmd_merge(args)
+        if args.command == "cache":
+            return cmd_cache_merge(args)
         if args.command == "validate":
             return cmd_validate(args)
         if args.command == "history":

@@ -13,7 +13,7 @@ import hashlib
 import json
 import operator
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -143,9 +143,11 @@ def judge_references(spec: Spec, baseline: ReferenceDoc | None, source: str | No
 
 
 def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, TargetOutput], target: Any,
-                   use_cache: bool, deadline: Deadline = NO_DEADLINE, references: Sequence[ReferenceRun] = ()) -> dict[str, StageMeasurement]:
+                   use_cache: bool, deadline: Deadline = NO_DEADLINE, references: Sequence[ReferenceRun] = (),
+                   only: Collection[str] | None = None) -> dict[str, StageMeasurement]:
     """Run the generation and robustness stages the spec configures (they share one judge cache). ``references``: the
-    runs the generation stage's relative gates compare with (judge_references)."""
+    runs the generation stage's relative gates compare with (judge_references). ``only``: a shard's case ids (every
+    sample is drawn from ``cases``, the whole golden set, then restricted to them); ``outputs`` holds theirs."""
     stages_cfg = spec.data["stages"]
     judged: dict[str, StageMeasurement] = {}
     if not stages_cfg.get("generation") and not stages_cfg.get("robustness"):
@@ -158,7 +160,7 @@ def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, T
             from gate.stages.generation import generation_stage
 
             judged["generation"] = generation_stage(stages_cfg["generation"], spec.data.get("judge"), cases, outputs, cache,
-                                                    secrets=spec.secrets, deadline=deadline, references=references)
+                                                    secrets=spec.secrets, deadline=deadline, references=references, only=only)
         if stages_cfg.get("robustness"):
             from gate.io.golden import load_distractor_file
             from gate.stages.robustness import robustness_stage
@@ -169,6 +171,7 @@ def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, T
             judged["robustness"] = robustness_stage(
                 cfg, spec.data.get("judge"), cases, outputs, target, cache, match=(spec.retrieval or {}).get("match", {}),
                 precomputed=getattr(target, "noise", None), file_distractors=files, secrets=spec.secrets, deadline=deadline,
+                only=only,
             )
     finally:
         cache.close()  # folds the WAL back into the one file that CI caches carry
@@ -368,6 +371,78 @@ class RunOptions:
     on_done: Callable[[TargetOutput], None] | None = None
 
 
+@dataclass
+class Loaded:
+    """What a run reads before it asks anything: the spec, the golden set, the history and the baseline."""
+
+    spec: Spec
+    cases: list[GoldenCase]
+    store: HistoryStore
+    entries: list[HistoryEntry]
+    baseline: ReferenceDoc | None
+    source: str
+    deadline: Deadline
+
+    @property
+    def history(self) -> list[HistoryEntry]:
+        return window(self.entries, int(self.spec.data["history"]["max_entries"]))
+
+
+def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
+    """Read the spec, the golden set, the history and the baseline (the one ``options.choose_baseline`` picks).
+    ``unset_ok``: the spec may read variables that are not set (a merge asks no target and no judge)."""
+    spec = load_spec(config, unset_ok=unset_ok)
+    max_entries = int(spec.data["history"]["max_entries"])
+    cases = load_golden_set(spec.golden_set_path)
+    store = options.history_store or LocalHistoryStore(spec.history_path, max_entries)
+    if hasattr(store, "max_entries"):
+        store.max_entries = max_entries
+    entries = store.read()
+    baseline: ReferenceDoc | None = read_baseline(spec.baseline_path)
+    source = COMMITTED
+    chosen = options.choose_baseline(entries) if options.choose_baseline else None
+    if chosen is not None and chosen[0] is not None:
+        baseline, source = chosen
+    elif chosen is not None:
+        source = f"{chosen[1]}; {COMMITTED}" if baseline else chosen[1]
+    deadline = Deadline(options.max_duration_s if options.max_duration_s is not None else spec.data.get("max_duration_s"))
+    return Loaded(spec, cases, store, entries, baseline, source, deadline)
+
+
+@dataclass
+class Measured:
+    """What a run (or one shard of it) got from its target and its judges."""
+
+    outputs: dict[str, TargetOutput]
+    judged: dict[str, StageMeasurement]
+    target_kind: str
+    unmatched: list[int]  # lines of a results file that match no golden case
+
+
+def measure(loaded: Loaded, options: RunOptions, only: Sequence[GoldenCase] | None = None) -> Measured:
+    """Ask the target for every case (or the ``only`` ones: a shard's) and run the judge stages."""
+    spec, cases = loaded.spec, loaded.cases
+    asked = cases if only is None else only
+    target = make_target(spec, cases, loaded.deadline)
+    try:
+        if options.on_start:
+            options.on_start(len(asked), target.kind)
+        outputs = collect_outputs(target, asked, spec.target_k, options.on_done, loaded.deadline)
+        references = judge_references(spec, loaded.baseline, loaded.source, loaded.history, text_table(loaded.baseline, *loaded.entries))
+        # robustness asks the target again
+        judged = measure_judged(spec, cases, outputs, target, options.use_cache, loaded.deadline, references,
+                                None if only is None else {c.id for c in only})
+    finally:
+        target.close()
+    return Measured(outputs, judged, target.kind, list(getattr(target, "unmatched", [])))
+
+
+def target_notes(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], unmatched: Sequence[int]) -> list[str]:
+    """What the report says about the target's outputs: results-file lines that match no case, unsorted scores."""
+    notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
+    return notes + unsorted_scores_note(cases, outputs)
+
+
 def run(config: str, options: RunOptions | None = None) -> Report:
     """Load, ask, judge, evaluate. Raises InputError (exit 2) for bad input; everything else is in the report.
 
@@ -377,43 +452,17 @@ def run(config: str, options: RunOptions | None = None) -> Report:
     """
     started = time.perf_counter()
     options = options or RunOptions()
-    spec = load_spec(config)
-    max_entries = int(spec.data["history"]["max_entries"])
     with gc_paused():  # millions of small, acyclic JSON objects: the cyclic GC would only rescan them
-        cases = load_golden_set(spec.golden_set_path)
-        store = options.history_store or LocalHistoryStore(spec.history_path, max_entries)
-        if hasattr(store, "max_entries"):
-            store.max_entries = max_entries
-        entries = store.read()
-        baseline: ReferenceDoc | None = read_baseline(spec.baseline_path)
-        source = COMMITTED
-        chosen = options.choose_baseline(entries) if options.choose_baseline else None
-        if chosen is not None and chosen[0] is not None:
-            baseline, source = chosen
-        elif chosen is not None:
-            source = f"{chosen[1]}; {COMMITTED}" if baseline else chosen[1]
-        deadline = Deadline(options.max_duration_s if options.max_duration_s is not None else spec.data.get("max_duration_s"))
-        target = make_target(spec, cases, deadline)
-        try:
-            if options.on_start:
-                options.on_start(len(cases), target.kind)
-            outputs = collect_outputs(target, cases, spec.target_k, options.on_done, deadline)
-            unmatched = getattr(target, "unmatched", [])
-            notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
-            notes += unsorted_scores_note(cases, outputs)
-            references = judge_references(spec, baseline, source, window(entries, max_entries), text_table(baseline, *entries))
-            # robustness asks the target again
-            judged = measure_judged(spec, cases, outputs, target, options.use_cache, deadline, references)
-        finally:
-            target.close()
-        golden = golden_fingerprint(cases)
-        history = window(entries, max_entries)  # every stage picks the runs it can compare with (gate_stages)
+        loaded = load(config, options)
+        measured = measure(loaded, options)
+        spec, cases, outputs, judged = loaded.spec, loaded.cases, measured.outputs, measured.judged
         no_text = passage_text_warning(spec, outputs)
         context = RunContext(created_at=options.now(), commit=options.commit, duration_s=time.perf_counter() - started,
-                             deadline_note=deadline_note(deadline, outputs, judged), golden_fingerprint=golden,
-                             baseline=baseline, baseline_source=source, history=history,
-                             warnings=[*store.warnings, *([no_text] if no_text else [])],
-                             target_kind=target.kind, target_notes=notes, pull_request=options.pull_request)
+                             deadline_note=deadline_note(loaded.deadline, outputs, judged),
+                             golden_fingerprint=golden_fingerprint(cases), baseline=loaded.baseline, baseline_source=loaded.source,
+                             history=loaded.history,  # every stage picks the runs it can compare with (gate_stages)
+                             warnings=[*loaded.store.warnings, *([no_text] if no_text else [])], target_kind=measured.target_kind,
+                             target_notes=target_notes(cases, outputs, measured.unmatched), pull_request=options.pull_request)
         # one place for the report: no output can hold a secret the target or a judge echoed
         return cast(Report, Redactor([*spec.secrets, *options.secrets]).document(evaluate(spec, cases, outputs, context, judged)))
 

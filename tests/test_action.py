@@ -5,11 +5,13 @@ files, the quickstart RAG (an in-process python target, offline) as the workspac
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -492,7 +494,7 @@ def test_report_mode_refuses_a_forged_report(gh, tmp_path):
 @pytest.mark.parametrize(
     ("inputs", "said"),
     [
-        ({"mode": "bogus"}, "input mode: must be one of gate, record, report, got 'bogus'"),
+        ({"mode": "bogus"}, "input mode: must be one of gate, record, report, merge, got 'bogus'"),
         ({"comment": "sometimes"}, "input comment: must be one of always, on-failure, never, got 'sometimes'"),
         ({"config": "missing.yml"}, "missing.yml"),
     ],
@@ -601,3 +603,56 @@ def test_the_repository_history_keeps_the_specs_max_entries(gh, ws):
         r = run_action(gh, ws, "push", push_event(sha), sha=sha, ref_name="main")
         assert r.code == 0, str(r)
     assert [e["commit"] for e in history(gh)] == commits[1:]  # the oldest dropped
+
+
+# --------------------------------------------------------------------------- shards and mode merge
+
+
+def test_shards_post_nothing_and_the_merge_job_comments_once_as_one_job_would(gh, ws):
+    """Three shard steps (input shard) write their parts and post nothing; mode merge posts the one comment, sets the
+    outputs, and on the default branch records the merged run in the history: the same figures as an unsharded run."""
+    one = run_action(gh, ws, "pull_request", pr_event(number=PR + 40), inputs={"report-path": "one.json"})
+    assert one.code == 0, str(one)
+    for i in (1, 2, 3):
+        r = run_action(gh, ws, "pull_request", pr_event(), inputs={"shard": f"{i}/3", "report-path": f"parts/part-{i}.json"})
+        assert r.code == 0, str(r)
+        assert r.outputs["report"] == f"parts/part-{i}.json" and r.outputs["verdict"] == ""
+        assert f"shard {i} of 3" in r.summary and comment_texts(gh) == []
+    cache = ws / ".rag-gate" / "judge-cache.sqlite"
+    (ws / "caches" / "1").mkdir(parents=True)
+    shutil.move(cache, ws / "caches" / "1" / "judge-cache.sqlite")  # as download-artifact leaves a shard's cache
+    with contextlib.closing(sqlite3.connect(ws / "caches" / "1" / "judge-cache.sqlite")) as db:
+        keys = {k for (k,) in db.execute("SELECT key FROM scores")}
+    merged = run_action(gh, ws, "pull_request", pr_event(), mode="merge", inputs={"parts": "parts", "caches": "caches"})
+    assert merged.code == 0 and merged.outputs["verdict"] == "pass", str(merged)
+    with contextlib.closing(sqlite3.connect(cache)) as db:
+        assert keys and {k for (k,) in db.execute("SELECT key FROM scores")} == keys  # folded in, for the next run
+    (body,) = comment_texts(gh)
+    assert "Sharded: 3 jobs each ran part of the golden set" in body
+    single, report = json.loads((ws / "one.json").read_text()), json.loads((ws / "rag-gate-report.json").read_text())
+    assert report["run"]["pr"] == PR and report["run"]["shards"] == 3
+    live = {"mean_latency_ms", "p50_latency_ms", "p95_latency_ms", "p99_latency_ms"}  # the python target's own timing
+    for name in ("retrieval", "generation"):
+        assert {m: v for m, v in report["stages"][name]["metrics"].items() if m not in live} == \
+            {m: v for m, v in single["stages"][name]["metrics"].items() if m not in live}
+    assert json.loads(merged.outputs["metrics"])["retrieval"] == report["stages"]["retrieval"]["metrics"]
+
+    # the default branch: the merge job records the merged run, once
+    sha = gh.add_commit("main", "one", repo=REPO)
+    record = run_action(gh, ws, "push", push_event(sha), mode="merge", sha=sha, ref_name="main", inputs={"parts": "parts"})
+    assert record.code == 0, str(record)
+    (entry,) = history(gh)
+    assert entry["commit"] == sha and entry["stages"]["retrieval"]["metrics"] == report["stages"]["retrieval"]["metrics"]
+
+
+@pytest.mark.parametrize(("inputs", "said"), [
+    ({"mode": "report", "shard": "1/3"}, "input shard: a shard runs in mode gate or record; mode report takes no shard"),
+    ({"shard": "3/2"}, "shard: must be I/N with 1 <= I <= N (for example 2/3), got '3/2'"),
+    ({"mode": "merge", "parts": "nowhere"}, "nowhere: part not found"),
+])
+def test_bad_shard_and_merge_inputs_exit_2_naming_the_input(gh, ws, inputs, said):
+    mode = inputs.pop("mode", None)
+    r = run_action(gh, ws, "pull_request", pr_event(), mode=mode, inputs=inputs)
+    assert r.code == 2, str(r)
+    assert said in r.stdout, str(r)
+    assert comment_texts(gh) == []

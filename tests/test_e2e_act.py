@@ -278,3 +278,39 @@ def test_the_judge_stages_run_inside_the_image_under_act(act: str, repo: Path, r
         (comment,) = gh.comments(24, "owner/repo")
         assert "Judged 22 of 32 answerable cases · judge `gpt-4o-mini-2024-07-18`" in comment["body"]
         assert JUDGE_KEY not in comment["body"] and "Authorization" not in comment["body"]
+
+
+def test_a_three_shard_matrix_and_a_merge_job_post_one_comment_equal_to_one_job_under_act(act: str, repo: Path,
+                                                                                        rag_url: str) -> None:
+    """shards.yml: three shard jobs (the action with `shard: I/3`) write their parts, a merge job (`mode: merge`) gates
+    them together and posts the one comment. Its metrics are the ones a single job gets (the CLI, same spec, same
+    service), but for latencies (measured live) and the noise test, whose corpus distractors come from each shard's
+    own retrievals (the README says so, and so does the comment)."""
+    parts = repo / "rag-gate-parts"
+    shutil.rmtree(parts, ignore_errors=True)
+    (repo / "rag-gate-report.json").unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    one = subprocess.run([sys.executable, "-m", "gate", "run", "--config", SPEC, "--report", str(repo.parent / "one-job.json"),
+                          "--no-progress"], cwd=repo, env={**env, "RAG_URL": rag_url, "PYTHONPATH": str(repo)},
+                         capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stdout + one.stderr
+    single = json.loads((repo.parent / "one-job.json").read_text())
+    with GitHubServer(repos=("owner/repo",)) as gh:
+        code, out, log = run_act(act, repo, gh, rag_url, 31, "5a" * 20, WRITE_TOKEN, workflow="shards.yml", bind=True)
+        assert code == 0 and out.get("verdict") == "pass" and out["_job"] == "success", log[-3000:]
+        assert sorted(p.name for p in parts.iterdir()) == ["part-1.json", "part-2.json", "part-3.json"]
+        sizes = [json.loads((parts / f"part-{i}.json").read_text())["shard"]["cases"] for i in (1, 2, 3)]
+        assert sum(sizes) == single["golden_set"]["n"] and all(sizes)
+        (comment,) = gh.comments(31, "owner/repo")  # exactly one comment: the shard jobs post none
+    merged = json.loads((repo / "rag-gate-report.json").read_text())
+    assert merged["run"]["shards"] == 3 and merged["verdict"] == single["verdict"] == "pass"
+    assert "Sharded: 3 jobs each ran part of the golden set" in comment["body"]
+    live = {"mean_latency_ms", "p50_latency_ms", "p95_latency_ms", "p99_latency_ms", "clean_accuracy", "noisy_accuracy",
+            "noise_robustness"}
+    for name, stage in single["stages"].items():
+        same = {m: v for m, v in stage["metrics"].items() if m not in live}
+        assert same and {m: merged["stages"][name]["metrics"][m] for m in same} == same, name
+    assert "corpus distractors" in comment["body"]
+    for name, stage in merged["stages"].items():  # the comment shows the merged metrics
+        for metric in stage["metrics"]:
+            assert f"`{metric}`" in comment["body"], (name, metric)

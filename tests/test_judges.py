@@ -145,6 +145,36 @@ def test_geval_derives_the_steps_once_per_run() -> None:
 
 
 @engines_installed
+def test_geval_steps_are_kept_in_the_judge_cache_for_later_runs_and_other_shards(tmp_path: Path) -> None:
+    """The steps a criterion was turned into are a judge text in the cache: a later run (or another shard that restored
+    the cache) scores on the same steps without asking for them; another criterion text gets its own steps."""
+    from gate.judges.cache import JudgeCache
+    from gate.judges.client import JudgeClient
+    from gate.judges.deepeval_engine import DeepEvalEngine
+
+    case = JudgeInput("Where is tower 1?", "Tower 1 is in Paris.", ("Tower 1 is in Paris.",))
+
+    async def one_run(url: str, criteria: dict[str, str]) -> float:
+        s = settings(url)
+        client = JudgeClient(s)
+        try:
+            with JudgeCache(tmp_path / "cache.sqlite") as cache:
+                return await DeepEvalEngine(client, s, criteria=criteria, cache=cache).score("grounded", case)
+        finally:
+            await client.aclose()
+
+    kinds = []
+    for criteria in (CRITERIA, CRITERIA, {"grounded": CRITERIA["grounded"] + " Numbers must match."}):
+        with JudgeServer() as server:
+            assert asyncio.run(one_run(server.url, criteria)) == 1.0
+            kinds.append([r.prompt_kind for r in server.requests])
+    assert [k.count("deepeval/geval_steps") for k in kinds] == [1, 0, 1]
+    assert [k.count("deepeval/geval_score") for k in kinds] == [1, 1, 1]
+    with JudgeCache(tmp_path / "cache.sqlite") as cache:
+        assert cache.text_stats().entries == 2
+
+
+@engines_installed
 @pytest.mark.parametrize("temperature", [0.0, 0.3])
 def test_configured_temperature_reaches_the_judge(temperature: float) -> None:
     async def main(url: str) -> None:

@@ -18,6 +18,7 @@ import copy
 import json
 import os
 import re
+from collections.abc import Set
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -214,23 +215,29 @@ def _value_at(data: Any, path: KeyPath) -> Any:
     return data
 
 
-def _expanded_errors(spec: Spec, validator: SchemaValidator) -> list[InputError]:
-    """Schema errors of values that came from ${VARS}, checked after expansion, never showing the value."""
+def _expanded_errors(spec: Spec, validator: SchemaValidator, kept: Set[str] = frozenset()) -> list[InputError]:
+    """Schema errors of values that came from ${VARS}, checked after expansion, never showing the value (a value
+    that still holds a ``kept`` variable is not checked: it was not expanded)."""
     errors = []
     for err in validator.errors(spec.data):
         at: KeyPath = tuple(_leaf(err).absolute_path)
         raw = _value_at(spec.raw, at)
         names = sorted({m.group(2) for m in _ENV_REF.finditer(raw) if not m.group(1)}) if isinstance(raw, str) else []
+        if kept & set(names):
+            continue
         refs = ", ".join("${" + n + "}" for n in names) or "the environment"
         errors.append(spec.error(f"the value from {refs} is invalid here: {_rule(err)} (the value is not shown)", *at))
     return errors
 
 
-def _expand(value: Any, path: KeyPath, file: str, lines: dict[KeyPath, int], secrets: list[str], env: dict[str, str]) -> Any:
+def _expand(value: Any, path: KeyPath, file: str, lines: dict[KeyPath, int], secrets: list[str], env: dict[str, str],
+            kept: set[str] | None = None) -> Any:
+    """``value`` with every ${NAME} expanded; a variable that is not set is an error, or (``kept`` given) stays as it
+    is and its name goes into ``kept``."""
     if isinstance(value, dict):
-        return {k: _expand(v, path + (k,), file, lines, secrets, env) for k, v in value.items()}
+        return {k: _expand(v, path + (k,), file, lines, secrets, env, kept) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, path + (i,), file, lines, secrets, env) for i, v in enumerate(value)]
+        return [_expand(v, path + (i,), file, lines, secrets, env, kept) for i, v in enumerate(value)]
     if not isinstance(value, str) or "${" not in value:
         return value
 
@@ -240,6 +247,9 @@ def _expand(value: Any, path: KeyPath, file: str, lines: dict[KeyPath, int], sec
         name, default = m.group(2), m.group(3)
         if name not in env and default is not None:  # ${NAME:-default}: the default is no secret
             return default
+        if name not in env and kept is not None:
+            kept.add(name)
+            return m.group(0)
         if name not in env:
             raise InputError(
                 f"environment variable {name} is not set",
@@ -255,8 +265,10 @@ def _expand(value: Any, path: KeyPath, file: str, lines: dict[KeyPath, int], sec
     return _ENV_REF.sub(sub, value)
 
 
-def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None) -> Spec:
-    """Load and validate a spec file. Raises InputError (exit 2) naming file and line/key."""
+def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None, *, unset_ok: bool = False) -> Spec:
+    """Load and validate a spec file. Raises InputError (exit 2) naming file and line/key. ``unset_ok``: a ${NAME}
+    that is not set stays as written instead of being an error (``rag-gate merge`` reads the spec's stages and
+    gates, never the target or the judge those variables usually configure)."""
     p = Path(path)
     file = str(p)
     try:
@@ -286,11 +298,12 @@ def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None) -
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)
     environment = dict(os.environ if env is None else env)
-    spec.data = _expand(data, (), file, lines, spec.secrets, environment)
+    kept: set[str] | None = set() if unset_ok else None
+    spec.data = _expand(data, (), file, lines, spec.secrets, environment, kept)
     key_env = (spec.data.get("judge") or {}).get("api_key_env")
     if key_env and environment.get(key_env):
         spec.secrets.append(environment[key_env])  # the judge's key: a secret of the run like any ${NAME}
-    errors = _expanded_errors(spec, validator)
+    errors = _expanded_errors(spec, validator, kept or set())
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)
     return spec

@@ -1,4 +1,4 @@
-"""The documents rag-gate writes and reads back: report.json, the baseline file and a history entry.
+"""The documents rag-gate writes and reads back: report.json, the baseline file, a history entry and a shard's part.
 
 They mirror ``report.schema.json`` (top level of the repository): mypy checks every producer and
 reader against these types, and the schema checks every file read back from disk at the door.
@@ -191,6 +191,7 @@ class SelfCheck(TypedDict):
     unstable: list[str]
     errored: int
     cases: int
+    diffs: NotRequired[dict[str, list[float]]]  # a shard's part only: metric -> each |first - second|, for the merge
 
 
 class RejectionCase(TypedDict, total=False):
@@ -278,6 +279,7 @@ class RunInfo(TypedDict):
     max_cases: int
     pr: NotRequired[int | None]  # the action, on a pull request
     head_sha: NotRequired[str | None]
+    shards: NotRequired[int]  # merged from this many shards (rag-gate merge)
 
 
 class GoldenSetInfo(TypedDict):
@@ -384,3 +386,53 @@ class HistoryEntry(TypedDict):
 
 
 Reference = Baseline | HistoryEntry  # a run a pull request can be compared with
+
+
+# ---------------------------------------------------------------------------------------------- a shard's part
+
+
+class ShardInfo(TypedDict):
+    index: int  # 1..of
+    of: int
+    cases: int  # golden cases in this shard
+
+
+class PartPassage(TypedDict):
+    id: str
+    text: str | None
+    score: float | None
+
+
+class PartOutput(TypedDict):
+    """What the target returned for one case of the shard, whole: the merge measures retrieval from it."""
+
+    id: str
+    retrieved: list[PartPassage]
+    answer: str | None
+    contexts: list[str]
+    latency_ms: float | None
+    error: str | None
+
+
+class PartRun(TypedDict):
+    created_at: str
+    config: str
+    commit: str | None
+    duration_s: float
+
+
+class Part(TypedDict):
+    """One shard's work (``rag-gate run --shard I/N``): what its target answered and its judge stages measured, before
+    any gate. ``rag-gate merge`` checks that the parts are complete and alike, then gates the whole."""
+
+    schema_version: int
+    part: Literal["rag-gate shard"]
+    tool: ToolInfo
+    shard: ShardInfo
+    run: PartRun
+    identity: dict[str, str]  # spec, golden_set, baseline: what every part of one run must share
+    target_kind: str
+    unmatched: list[int]  # results-file lines that match no golden case
+    outputs: list[PartOutput]
+    stages: dict[str, StageMeasurement]
+    errors: list[str]  # how far the shard got, if its deadline ran out

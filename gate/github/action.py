@@ -7,6 +7,10 @@ Modes:
     record  (default branch) run, then append the run to the repository history.
     report  (workflow_run, the fork-safe follow-up) read a report artifact, check it, and post
             the comment with a token that can write.
+    merge   (after a matrix of shards) merge the parts in the ``parts`` folder into one report, then
+            do what gate does on a pull request and what record does on the default branch.
+With the ``shard`` input ("2/3"), gate and record run one shard and write its part at report-path:
+no gate, no comment, no history (the merge job does those once).
 The exit code is the verdict's, so the check can be required.
 """
 
@@ -26,7 +30,7 @@ from gate.core.report import Report
 from gate.github.commands import action_input, append_file, commands_stopped, emit, fail, group, mask, mask_secrets, set_outputs
 from gate.render import headline_verdict
 
-MODES = ("gate", "record", "report")
+MODES = ("gate", "record", "report", "merge")
 COMMENT_POLICIES = ("always", "on-failure", "never")
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit for one step's job summary
 MAX_ANNOTATIONS = 10
@@ -127,6 +131,9 @@ def _main(env: dict[str, str]) -> int:
         raise InputError(f"must be one of {', '.join(COMMENT_POLICIES)}, got {policy!r}", key="input comment")
     if mode not in MODES:
         raise InputError(f"must be one of {', '.join(MODES)}, got {mode!r}", key="input mode")
+    shard = action_input(env, "shard")
+    if shard and mode not in ("gate", "record"):
+        raise InputError(f"a shard runs in mode gate or record; mode {mode} takes no shard", key="input shard")
     client = _client(env, token)
     if mode == "report":
         return _report_mode(env, ev, client, policy, report_path)
@@ -146,11 +153,24 @@ def _main(env: dict[str, str]) -> int:
 
         store = RepoHistoryStore(client, path=action_input(env, "history-path", "rag-gate/history.jsonl"),
                                  branch=action_input(env, "history-branch", "rag-gate-history"))
-        options = replace(options, history_store=ReadTolerant(store) if mode == "gate" else store,
+        tolerant = mode == "gate" or (mode == "merge" and pr)  # a pull request's run never fails on the history
+        options = replace(options, history_store=ReadTolerant(store) if tolerant else store,
                           choose_baseline=baseline_chooser(client, base_sha))
+    if shard:
+        return _shard(env, config, shard, report_path, options)
     outputs = Outputs(report_path, str(Path(report_path).with_suffix(".md")), str(Path(report_path).with_suffix(".xml")))
-    with group("rag-gate: run"), commands_stopped():  # the run prints answers, ids and error bodies: never a command
-        report = run_and_write(config, outputs, options, show_progress=False)
+    if mode == "merge":
+        from gate.app import merge_and_write
+
+        with group("rag-gate: merge"), commands_stopped():
+            caches = action_input(env, "caches")
+            if caches:  # first: a file that is not a cache stops the job before anything is written
+                _fold_caches(config, Path(caches))
+            report = merge_and_write(config, [action_input(env, "parts", "rag-gate-parts")], outputs, options)
+        mode = "gate" if pr else default_mode(env, ev)  # then as one job would: comment on a PR, record on the default branch
+    else:
+        with group("rag-gate: run"), commands_stopped():  # the run prints answers, ids and error bodies: never a command
+            report = run_and_write(config, outputs, options, show_progress=False)
     code = report["exit_code"]
     append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
     for title, message in gate_annotations(report):
@@ -173,6 +193,40 @@ def _main(env: dict[str, str]) -> int:
     elif mode == "gate" and pr:
         emit("notice", "no github-token: the PR comment was skipped")
     return code
+
+
+def _shard(env: Mapping[str, str], config: str, shard: str, part_path: str, options: Any) -> int:
+    """One shard of a matrix: its part at ``part_path`` (upload it as an artifact for the merge job); no comment."""
+    from gate.app import run_shard_and_write
+    from gate.shards import parse_shard
+
+    index, of = parse_shard(shard)
+    with group(f"rag-gate: shard {index} of {of}"), commands_stopped():
+        part = run_shard_and_write(config, (index, of), part_path, options, show_progress=False)
+    errors = sum(1 for o in part["outputs"] if o["error"] is not None)
+    append_file(env, "GITHUB_STEP_SUMMARY", f"rag-gate: shard {index} of {of}: {len(part['outputs'])} cases asked, {errors} "
+                                            "errored; the merge job gates the parts together.\n")
+    set_outputs(env, {"report": part_path, "verdict": ""})
+    for e in part["errors"]:
+        emit("error", e, title=f"rag-gate: shard {index} of {of} incomplete")
+    return EXIT_ERROR if part["errors"] else 0
+
+
+def _fold_caches(config: str, folder: Path) -> None:
+    """Mode merge: fold the shards' judge caches (every file under ``folder``) into the spec's cache file, for the
+    workflow to save for the next run."""
+    from gate.config.loader import load_spec
+    from gate.judges.cache import merge_caches
+
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(("-wal", "-shm", "-journal"))) \
+        if folder.is_dir() else []  # SQLite's side files belong to their database
+    if not files:
+        emit("warning", f"{folder}: no judge cache to fold in (input caches)")
+        return
+    spec = load_spec(config)
+    into = spec.resolve(spec.data["cache"]["path"])
+    folded = merge_caches(into, files)
+    print(f"rag-gate: folded {len(files)} judge cache(s) into {into}: {folded.scores} scores added, {folded.total_scores} in all")
 
 
 def _seconds(value: str) -> float | None:

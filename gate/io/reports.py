@@ -21,11 +21,11 @@ import msgspec
 
 from gate.core.errors import InputError, key_path
 from gate.core.records import compact_texts, text_table
-from gate.core.report import SCHEMA_VERSION, Baseline, HistoryEntry, Report
+from gate.core.report import SCHEMA_VERSION, Baseline, HistoryEntry, Part, Report
 from gate.io.jsonparse import BadJSON, parse
 from gate.io.schema import SchemaValidator, describe
 
-Document = Literal["report", "baseline", "history_entry"]
+Document = Literal["report", "baseline", "history_entry", "part"]
 SELF_CHECK = "RAG_GATE_SELF_CHECK"
 COMPACT_ABOVE = 1000  # cases: above this report.json is written compact (json's indenting encoder is pure Python)
 
@@ -80,14 +80,15 @@ def check_document(data: Any, document: Document, *, file: str, line: int | None
     validator = _validator(document)
     if validator.is_valid(data):
         return data
-    what = {"report": "rag-gate report", "baseline": "rag-gate baseline", "history_entry": "rag-gate history entry"}[document]
+    what = {"report": "rag-gate report", "baseline": "rag-gate baseline", "history_entry": "rag-gate history entry",
+            "part": "rag-gate shard's part"}[document]
     best = validator.best_error(data)
     if best is None:  # the two validators disagree: refuse anyway, without a place
         raise InputError(f"not a {what}: it breaks the schema", file=file, line=line)
     raise InputError(f"not a {what}: {describe(best)}", file=file, line=line, key=key_path(tuple(best.absolute_path)))
 
 
-def document_json(data: Report | Baseline | HistoryEntry, document: Document, *, indent: int | None = None, compact: bool = False,
+def document_json(data: Report | Baseline | HistoryEntry | Part, document: Document, *, indent: int | None = None, compact: bool = False,
                   sort_keys: bool = False, fast: bool = False) -> str:
     """The JSON text of a document rag-gate writes. With RAG_GATE_SELF_CHECK set (the test suite sets it), the text is
     first read back through the schema: a document the next run could not read is a bug, found where it is written.

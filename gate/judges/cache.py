@@ -35,6 +35,7 @@ rag-gate versions ignore it), so a score-only cache keeps its scores.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -44,6 +45,7 @@ import random
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -268,6 +270,39 @@ class JudgeCache:
         (entries,) = self._call(lambda: self._conn.execute("SELECT COUNT(*) FROM texts").fetchone())
         return CacheStats(entries=entries, hits=self._text_hits, misses=self._text_misses)
 
+    def fold_in(self, other: Path) -> tuple[int, int]:
+        """Copy every score and text of the cache file ``other`` that this one lacks (read only: ``other`` is not
+        changed; a key both hold keeps this cache's value: both are successful judgings of the same input). One
+        transaction: a failure leaves this cache as it was. (scores added, texts added)."""
+        tables = cache_tables(other)
+        uri = _read_only(other)
+
+        def fold() -> tuple[int, int]:
+            conn = self._conn
+            conn.execute("ATTACH DATABASE ? AS src", (uri,))
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    before = conn.total_changes
+                    conn.execute("INSERT OR IGNORE INTO scores (key, value, created_at, meta) "
+                                 "SELECT key, value, created_at, meta FROM src.scores WHERE value = value")  # NaN never
+                    scores = conn.total_changes - before
+                    texts = 0
+                    if "texts" in tables:
+                        before = conn.total_changes
+                        conn.execute("INSERT OR IGNORE INTO texts (key, text, created_at, meta) "
+                                     "SELECT key, text, created_at, meta FROM src.texts WHERE length(trim(text)) > 0")
+                        texts = conn.total_changes - before
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                return scores, texts
+            finally:
+                conn.execute("DETACH DATABASE src")
+
+        return self._call(fold)
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -405,3 +440,47 @@ class NullCache:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _read_only(path: Path) -> str:
+    return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+
+
+def cache_tables(path: Path) -> set[str]:
+    """The tables of the judge cache file at ``path`` (opened read only); InputError naming it if it is not one."""
+    if not path.is_file():
+        raise InputError("no judge cache file here", file=str(path), hint="name the cache files the shards saved")
+    try:
+        with contextlib.closing(sqlite3.connect(_read_only(path), uri=True)) as src:
+            tables = {name for (name,) in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            version = src.execute("SELECT version FROM schema_version").fetchone() if "schema_version" in tables else None
+    except sqlite3.Error as exc:
+        raise InputError(f"cannot be read as a judge cache ({exc})", file=str(path), hint=_HINT) from None
+    if version is None or version[0] != SCHEMA_VERSION or "scores" not in tables:
+        raise InputError(f"is not a rag-gate judge cache of schema version {SCHEMA_VERSION} "
+                         f"(tables: {', '.join(sorted(tables)) or 'none'})", file=str(path), hint=_HINT)
+    return tables
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    scores: int  # added
+    texts: int
+    total_scores: int  # in the cache now
+    total_texts: int
+
+
+def merge_caches(into: Path, caches: Iterable[Path]) -> Folded:
+    """Fold several judge cache files (one per shard) into ``into`` (created if need be): a later run, sharded
+    differently or not at all, finds every score any of them paid for."""
+    caches = list(caches)
+    for path in caches:  # every file checked before any is folded in: a bad one leaves ``into`` as it was
+        cache_tables(path)
+    scores = texts = 0
+    with JudgeCache(into) as cache:
+        for path in caches:
+            if path.resolve() == cache.path.resolve():
+                continue
+            s, t = cache.fold_in(path)
+            scores, texts = scores + s, texts + t
+        return Folded(scores, texts, cache.stats().entries, cache.text_stats().entries)

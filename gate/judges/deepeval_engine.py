@@ -6,7 +6,7 @@
     context_recall      ContextualRecallMetric      contexts, reference  1 chat call
     context_relevancy   ContextualRelevancyMetric   contexts             1 chat call per context
     hallucination       HallucinationMetric         contexts             1 chat call
-    <criterion name>    GEval(criteria=...)         contexts             1 chat call (+1 per run for the steps)
+    <criterion name>    GEval(criteria=...)         contexts             1 chat call (+1 for the steps, once: then cached)
 
 Calls are counted with include_reason=False: rag-gate reports scores, so deepeval's
 "reason" call is skipped. hallucination is reported as deepeval 4 reports it: the share of
@@ -29,10 +29,13 @@ import json
 import os
 import re
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.judges import JudgeError, JudgeInput, JudgeSettings, checked_score, has_input, telemetry_off
 from gate.judges.client import JudgeClient
+
+if TYPE_CHECKING:
+    from gate.judges.cache import ScoreCache
 
 _BUILTIN: dict[str, tuple[str, set[str]]] = {
     "faithfulness": ("FaithfulnessMetric", {"contexts"}),
@@ -72,9 +75,11 @@ class DeepEvalEngine:
 
     def __init__(
         self, client: JudgeClient, settings: JudgeSettings, criteria: dict[str, str] | None = None,
-        *, max_tokens: int | None = None,
+        *, max_tokens: int | None = None, cache: ScoreCache | None = None,
     ) -> None:
-        """``criteria``: name -> what a GEval judge checks. ``max_tokens`` caps each reply (default: the server's)."""
+        """``criteria``: name -> what a GEval judge checks. ``max_tokens`` caps each reply (default: the server's).
+        ``cache``: where a criterion's evaluation steps are kept (as a judge text), so that every later run, and every
+        shard of a run that restored the cache, scores on the same steps."""
         prepare_environment()
         try:
             import deepeval  # noqa: F401  (reads the environment prepared above)
@@ -95,6 +100,7 @@ class DeepEvalEngine:
         self._model = _model_class()(client, settings, max_tokens)
         self._steps: dict[str, list[str]] = {}
         self._steps_locks: dict[str, asyncio.Lock] = {}
+        self._cache = cache
 
     def metrics(self) -> set[str]:
         return set(_BUILTIN) | set(self._criteria)
@@ -169,18 +175,46 @@ class DeepEvalEngine:
         )
 
     async def _score_criterion(self, name: str, case: Any) -> float:
-        """GEval turns the criterion into evaluation steps once per run; every case is scored on the same steps."""
+        """GEval turns the criterion into evaluation steps once (kept in the cache when there is one: later runs and
+        other shards reuse them); every case is scored on the same steps."""
         if name in self._steps:
             return await self._measure(name, self._criterion(name, self._steps[name]), case)
         lock = self._steps_locks.setdefault(name, asyncio.Lock())
         async with lock:
             if name not in self._steps:
-                metric = self._criterion(name, None)
-                value = await self._measure(name, metric, case)
-                if metric.evaluation_steps:
-                    self._steps[name] = list(metric.evaluation_steps)
-                return value
+                kept = self._kept_steps(name)
+                if kept:
+                    self._steps[name] = kept
+                else:
+                    metric = self._criterion(name, None)
+                    value = await self._measure(name, metric, case)
+                    if metric.evaluation_steps:
+                        self._steps[name] = list(metric.evaluation_steps)
+                        self._keep_steps(name, self._steps[name])
+                    return value
         return await self._measure(name, self._criterion(name, self._steps[name]), case)
+
+    def _steps_key(self, name: str) -> str | None:
+        if self._cache is None:
+            return None
+        return self._cache.key_text("geval_steps", self.prompt_fingerprint(name), self._settings.model, self._settings.temperature,
+                                    {"criterion": name})
+
+    def _kept_steps(self, name: str) -> list[str] | None:
+        key = self._steps_key(name)
+        text = self._cache.get_text(key) if self._cache is not None and key else None
+        try:
+            steps = json.loads(text) if text else None
+        except ValueError:
+            return None
+        return [str(s) for s in steps] if isinstance(steps, list) and steps and all(isinstance(s, str) for s in steps) else None
+
+    def _keep_steps(self, name: str, steps: list[str]) -> None:
+        key = self._steps_key(name)
+        if self._cache is not None and key and steps:
+            redact = self._client.redactor  # a judge's text is stored only without the run's secrets
+            self._cache.put_text(key, json.dumps([redact(s) for s in steps], ensure_ascii=False),
+                                 {"kind": "geval_steps", "criterion": name})
 
     async def _measure(self, name: str, metric: Any, case: Any) -> float:
         try:

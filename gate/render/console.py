@@ -73,6 +73,8 @@ def render_console(report: Report) -> str:
     out += [f"warning: {w}" for w in report.get("warnings", []) if w not in staged]
     for note in report.get("target", {}).get("notes", []):
         out.append(f"note: {note}")
+    if report.get("run", {}).get("shards"):
+        out.append(f"note: merged from {report['run']['shards']} shards")
     for err in report.get("errors", []):
         out.append(f"error: {err}")
     c = gate_counts(report)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gate.core.catalog import MetricPlan, plan_metrics
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.pairs import ReferenceRun, output_ref
-from gate.core.report import CaseResult, JudgeInfo, SampleInfo, SelfCheck, StageMeasurement
+from gate.core.report import CaseResult, JudgeInfo, MetricDiff, SampleInfo, SelfCheck, StageMeasurement
 from gate.core.sampling import JUDGED_CASES, sample_from
 from gate.deadline import NO_DEADLINE, Deadline
 from gate.judges import Engine, JudgeSettings
@@ -83,9 +83,12 @@ def generation_stage(
     secrets: Sequence[str] = (),
     deadline: Deadline = NO_DEADLINE,
     references: Sequence[ReferenceRun] = (),
+    only: Collection[str] | None = None,
 ) -> StageMeasurement:
     """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage). ``references``: the
-    runs its relative gates compare with; every judged case is paired with each (gate.stages.pairing)."""
+    runs its relative gates compare with; every judged case is paired with each (gate.stages.pairing). ``only``: a
+    shard's case ids: the sample and the self-check's cases are drawn from every case, then restricted to them (so
+    the shards together judge what one run would), and the self-check keeps its differences for the merge."""
     plans = plan_metrics(cfg)
     not_evaluated: dict[str, str] = {}
     settings, why_not = judge_settings(judge, os.environ if env is None else env, secrets=secrets)
@@ -98,16 +101,18 @@ def generation_stage(
     answerable = [c for c in cases if c.answerable]
     sample = sample_from({"size": JUDGED_CASES, **cfg.get("sample", {})}, answerable)
     info: SampleInfo = {"size": len(sample), "of": len(answerable), "ids": [c.id for c in sample]}
+    self_cfg = cfg.get("self_check")
+    check_ids = {c.id for c in sample[: int(self_cfg.get("cases", 10))]} if self_cfg else set()
+    if only is not None:
+        sample = [c for c in sample if c.id in only]
     if not runnable:
         return {"skipped": "; ".join(sorted(set(not_evaluated.values()))) or "no metric to run", "metrics": {}, "samples": [],
                 "not_evaluated": not_evaluated, "warnings": [], "sample": info}
 
-    engines, client = engine_factory({p.engine for p in runnable}, settings, dict(cfg.get("criteria", {})))
+    engines, client = engine_factory({p.engine for p in runnable}, settings, dict(cfg.get("criteria", {})), cache)
     model = settings.model if settings else ""
     plan = plan_tasks(sample, outputs, runnable, engines, settings, cache)
     cached, todo = split_cached(plan.tasks, cache)
-    self_cfg = cfg.get("self_check")
-    check_ids = {c.id for c in sample[: int(self_cfg.get("cases", 10))]} if self_cfg else set()
     recheck = [t for t in plan.tasks if t.case_id in check_ids and t.plan.engine != "offline"]
     pairing = plan_pairs(references, sample, {c.id for c in cases}, plan.tasks, {t.key for t in todo}, engines, settings, cache)
     fresh = list(pairing.fresh.values())
@@ -168,8 +173,11 @@ def generation_stage(
         stage["pairing"] = records(pairing, [p.name for p in runnable], judge_info)
     stage["texts"] = texts
     if self_cfg:
-        stage["self_check"] = self_check(recheck, second, per_case, float(self_cfg.get("max_diff", 0.02)),
-                                         self_cfg.get("on_unstable", "warn"))
+        diffs, errored = self_check_diffs(recheck, second, per_case)
+        stage["self_check"] = self_check(diffs, errored, len({t.case_id for t in recheck}), [p.name for p in runnable],
+                                         float(self_cfg.get("max_diff", 0.02)), self_cfg.get("on_unstable", "warn"))
+        if only is not None:
+            stage["self_check"]["diffs"] = diffs
     return stage
 
 
@@ -192,11 +200,9 @@ def aggregate(sample: Sequence[GoldenCase], runnable: Sequence[MetricPlan], per_
     return samples, metrics
 
 
-def self_check(
-    recheck: Sequence[Task], second: Mapping[int, float | str], per_case: Mapping[str, Mapping[str, float]],
-    max_diff: float, on_unstable: str,
-) -> SelfCheck:
-    """Largest and mean |first - second| per metric over the re-judged cases."""
+def self_check_diffs(recheck: Sequence[Task], second: Mapping[int, float | str],
+                     per_case: Mapping[str, Mapping[str, float]]) -> tuple[dict[str, list[float]], int]:
+    """|first - second| per metric over the re-judged cases, and how many re-judgings had no pair to compare."""
     diffs: dict[str, list[float]] = {}
     errored = 0
     for i, t in enumerate(recheck):
@@ -206,7 +212,15 @@ def self_check(
             errored += 1
             continue
         diffs.setdefault(t.plan.name, []).append(abs(first - again))
-    per_metric = {m: {"cases": len(d), "max_diff": max(d), "mean_diff": math.fsum(d) / len(d)} for m, d in diffs.items()}
+    return diffs, errored
+
+
+def self_check(diffs: Mapping[str, Sequence[float]], errored: int, cases: int, metrics: Sequence[str], max_diff: float,
+               on_unstable: str) -> SelfCheck:
+    """Largest and mean |first - second| per metric (in ``metrics`` order; fsum: the same value whatever the order of
+    the differences, so a merge of shards gets the figures one run would)."""
+    per_metric: dict[str, MetricDiff] = {m: {"cases": len(d), "max_diff": max(d), "mean_diff": math.fsum(d) / len(d)}
+                                         for m in metrics if (d := diffs.get(m))}
     unstable = sorted(m for m, d in per_metric.items() if d["max_diff"] > max_diff + 1e-12)
-    return {"limit": max_diff, "on_unstable": on_unstable, "metrics": per_metric, "unstable": unstable,  # type: ignore[typeddict-item]
-            "errored": errored, "cases": len({t.case_id for t in recheck})}
+    return {"limit": max_diff, "on_unstable": on_unstable, "metrics": per_metric, "unstable": unstable,
+            "errored": errored, "cases": cases}

@@ -53,11 +53,13 @@ class Task:
     key: str
 
 
-EngineFactory = Callable[[set[str], JudgeSettings | None, dict[str, str]], "tuple[dict[str, Engine], JudgeClient | None]"]
+EngineFactory = Callable[..., "tuple[dict[str, Engine], JudgeClient | None]"]
 
 
-def build_engines(names: set[str], settings: JudgeSettings | None, criteria: dict[str, str]) -> tuple[dict[str, Engine], JudgeClient | None]:
-    """The engines a run needs, sharing one JudgeClient (returned second, None without LLM engines)."""
+def build_engines(names: set[str], settings: JudgeSettings | None, criteria: dict[str, str],
+                  cache: ScoreCache | None = None) -> tuple[dict[str, Engine], JudgeClient | None]:
+    """The engines a run needs, sharing one JudgeClient (returned second, None without LLM engines). ``cache``: where
+    the deepeval engine keeps its criteria's evaluation steps."""
     engines: dict[str, Engine] = {}
     client = None
     if "offline" in names:
@@ -79,7 +81,7 @@ def build_engines(names: set[str], settings: JudgeSettings | None, criteria: dic
         if "deepeval" in llm:
             from gate.judges.deepeval_engine import DeepEvalEngine
 
-            engines["deepeval"] = DeepEvalEngine(client, settings, criteria, max_tokens=settings.max_tokens)
+            engines["deepeval"] = DeepEvalEngine(client, settings, criteria, max_tokens=settings.max_tokens, cache=cache)
     return engines, client
 
 

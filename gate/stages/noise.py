@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -223,9 +223,9 @@ def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], t
             row["clean_answer"] = pre.get("clean_answer", outputs[c.id].answer)
             row["noisy_answer"], row["position"] = pre["noisy_answer"], "(precomputed)"
         return 0
-    rng = random.Random(seed)
-    noisy = {c.id: inject(run.contexts[c.id], [d["text"] or "" for d in run.rows[c.id].get("distractors", [])], run.position, rng)
-             for c in live}
+    # one generator per case, seeded by the case: a case's noisy contexts do not depend on which cases come before it
+    noisy = {c.id: inject(run.contexts[c.id], [d["text"] or "" for d in run.rows[c.id].get("distractors", [])], run.position,
+                          random.Random(f"{seed}\x00{c.id}")) for c in live}
     jobs = [(c, run.contexts[c.id]) for c in live] + [(c, noisy[c.id]) for c in live]
     answers = answer_all(target, jobs, concurrency, deadline)
     for i, c in enumerate(live):
@@ -241,7 +241,7 @@ def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], t
 def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings | None, cache: ScoreCache, threshold: float,
                       deadline: Deadline = NO_DEADLINE) -> Usage:
     """Step 3: both answers scored against ground_truth (cached; identical answers judged once); the judge usage."""
-    engines, client = build_engines({plan.engine}, settings, {"correctness": CORRECTNESS_CRITERION})
+    engines, client = build_engines({plan.engine}, settings, {"correctness": CORRECTNESS_CRITERION}, cache)
     engine = engines[plan.engine]
     model = settings.model if settings and plan.engine != "offline" else ""
     tasks: list[Task] = []
@@ -286,14 +286,18 @@ def noise_test(
     cfg: Mapping[str, Any], plan: MetricPlan, settings: JudgeSettings | None, cases: Sequence[GoldenCase],
     outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int, cache: ScoreCache,
     match: Mapping[str, Any], precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
-    deadline: Deadline = NO_DEADLINE,
+    deadline: Deadline = NO_DEADLINE, only: Collection[str] | None = None,
 ) -> tuple[list[CaseResult], int, NoiseInfo]:
     """Per-case noise rows, the number of target calls made, and how the test ran (with its judge usage).
-    ``target`` None: the answers come from ``precomputed`` (a results file's noise.noisy_answer)."""
-    answerable = [c for c in cases if c.answerable and outputs[c.id].error is None]
-    sample = sample_from(cfg.get("sample", {}), answerable)
+    ``target`` None: the answers come from ``precomputed`` (a results file's noise.noisy_answer). The sample is drawn
+    from every answerable case, whatever the target answered (a failed call is the row's error), then restricted to
+    ``only`` (a shard's cases), so it never depends on another shard's outputs."""
+    sample = sample_from(cfg.get("sample", {}), [c for c in cases if c.answerable])
+    if only is not None:
+        sample = [c for c in sample if c.id in only]
     run = NoiseRun(sample=sample, contexts={c.id: list(outputs[c.id].contexts) for c in sample},
-                   rows={c.id: {"id": c.id, "metrics": {}, "error": None} for c in sample}, k=int(cfg.get("distractors", 2)),
+                   rows={c.id: {"id": c.id, "metrics": {}, "error": None if outputs[c.id].error is None else
+                                "the target call failed for this case"} for c in sample}, k=int(cfg.get("distractors", 2)),
                    position=cfg.get("position", "front"), source=cfg.get("source", "corpus"))
     choose_distractors(run, outputs, settings, cache, match, precomputed, file_distractors)
     calls = answer_clean_and_noisy(run, outputs, target, concurrency, precomputed, int(cfg.get("seed", 0)), deadline)

@@ -63,6 +63,7 @@ class PairingPlan:
     errors: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (reference, case, metric) -> why unpaired
     fresh: dict[str, Task] = field(default_factory=dict)  # key -> a task to judge in this run, cache or not
     judgings: dict[str, set[str]] = field(default_factory=dict)  # reference -> the fresh keys its pairs used
+    order: dict[str, int] = field(default_factory=dict)  # case id -> its place in the sample (the order of the records)
 
 
 def _pair_key(ref_key: str, cur_key: str) -> str:
@@ -78,8 +79,8 @@ def plan_pairs(references: Sequence[ReferenceRun], sample: Sequence[GoldenCase],
                todo_keys: set[str], engines: Mapping[str, Engine], settings: JudgeSettings | None, cache: ScoreCache) -> PairingPlan:
     """Pair the sample's main tasks with every reference run that kept its outputs. ``todo_keys``: the main tasks
     judged in this run (their scores are fresh, so a pair reuses them for its current side)."""
-    plan = PairingPlan(references)
-    in_sample = {c.id for c in sample}
+    plan = PairingPlan(references, order={c.id: i for i, c in enumerate(sample)})
+    in_sample = plan.order.keys()
     for run in references:
         plan.added[run.key] = sorted(i for i in in_sample if i not in run.scores)
         plan.removed[run.key] = sorted(i for i in run.scores if i not in golden_ids)
@@ -180,9 +181,10 @@ def records(plan: PairingPlan, metrics: Sequence[str], judge: JudgeInfo | None) 
             for p in plan.pairs:
                 if p.reference == run.key and p.metric == metric:
                     cases.append(_paired_case(p))
-            for (ref_key, cid, m), why in sorted(plan.errors.items()):
+            for (ref_key, cid, m), why in plan.errors.items():
                 if ref_key == run.key and m == metric:
                     cases.append({"id": cid, "reference": None, "current": None, "error": why})
+            cases.sort(key=lambda c: plan.order.get(c["id"], len(plan.order)))  # sample order: shards merge into it
             mp: MetricPairs = {"pairs": n, "changed": k, "errored": sum(1 for c in cases if "error" in c), "cases": cases}
             pairing["metrics"][metric] = mp
         out[run.key] = pairing

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gate.core.catalog import NOISE_METRICS
@@ -60,7 +60,7 @@ def _noise(cfg: Mapping[str, Any], settings: JudgeSettings | None, why_not: str 
            outputs: Mapping[str, TargetOutput], target: Any, cache: ScoreCache, match: Mapping[str, Any],
            precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
            metrics: dict[str, float], not_evaluated: dict[str, str], deadline: Deadline = NO_DEADLINE,
-           ) -> tuple[list[CaseResult], int, NoiseInfo | None]:
+           only: Collection[str] | None = None) -> tuple[list[CaseResult], int, NoiseInfo | None]:
     """The noise test, when it can run: its rows, target calls and how it ran; its metrics (or why not) go into
     ``metrics`` and ``not_evaluated``."""
     plan = correctness_plan(cfg)
@@ -77,11 +77,17 @@ def _noise(cfg: Mapping[str, Any], settings: JudgeSettings | None, why_not: str 
         return [], 0, None
     samples, calls, noise = noise_test(cfg, plan, settings, cases, outputs, target if can_answer else None,
                                        int(getattr(target, "concurrency", 1)), cache, match,
-                                       precomputed if not can_answer else None, file_distractors, deadline)
+                                       precomputed if not can_answer else None, file_distractors, deadline, only)
+    noise_metrics(samples, metrics, not_evaluated)
+    return samples, calls, noise
+
+
+def noise_metrics(samples: Sequence[CaseResult], metrics: dict[str, float], not_evaluated: dict[str, str]) -> None:
+    """The noise test's metrics from its rows (into ``metrics``, or why not into ``not_evaluated``)."""
     clean = [s for s in samples if s.get("clean_correct") is not None and s.get("noisy_correct") is not None]
     if not clean:
         not_evaluated.update(dict.fromkeys(NOISE_METRICS, "every sampled case errored"))
-        return samples, calls, noise
+        return
     clean_ok = sum(s["clean_correct"] for s in clean)
     noisy_ok = sum(s["noisy_correct"] for s in clean)
     metrics["clean_accuracy"] = clean_ok / len(clean)
@@ -90,7 +96,6 @@ def _noise(cfg: Mapping[str, Any], settings: JudgeSettings | None, why_not: str 
         metrics["noise_robustness"] = noisy_ok / clean_ok
     else:
         not_evaluated["noise_robustness"] = "no clean answer was correct: the ratio is undefined"
-    return samples, calls, noise
 
 
 def robustness_stage(
@@ -107,8 +112,11 @@ def robustness_stage(
     file_distractors: Mapping[str, list[str]] | None = None,
     secrets: Sequence[str] = (),
     deadline: Deadline = NO_DEADLINE,
+    only: Collection[str] | None = None,
 ) -> StageMeasurement:
-    """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage)."""
+    """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage). ``only``: a shard's
+    case ids (``outputs`` holds theirs; the noise sample is drawn from every case, then restricted to them)."""
+    mine = cases if only is None else [c for c in cases if c.id in only]
     settings, why_not = judge_settings(judge, os.environ if env is None else env, "no judge configured", secrets)
     metrics: dict[str, float] = {}
     not_evaluated: dict[str, str] = {}
@@ -119,7 +127,7 @@ def robustness_stage(
     samples: list[CaseResult] = []
     if noise_cfg:
         samples, target_calls, noise = _noise(noise_cfg, settings, why_not, cases, outputs, target, cache, match or {},
-                                              precomputed, file_distractors or {}, metrics, not_evaluated, deadline)
+                                              precomputed, file_distractors or {}, metrics, not_evaluated, deadline, only)
         if noise is not None:
             stage["noise"] = noise
             stage["usage"] = merge_usage(noise)
@@ -128,12 +136,12 @@ def robustness_stage(
     judged: dict[str, bool] = {}
     if rej_cfg.get("judge") and settings is not None:
         phrases = list(rej_cfg.get("phrases") or DEFAULT_REFUSAL_PHRASES)
-        unsettled = [(c, outputs[c.id].answer or "") for c in cases
+        unsettled = [(c, outputs[c.id].answer or "") for c in mine
                      if outputs[c.id].error is None and detect_refusal(outputs[c.id].answer, phrases) is None]
         if unsettled:
             judged, refusal_usage = asyncio.run(classify_refusals(unsettled, settings, cache))
             stage["usage"] = merge_usage(stage.get("usage", {}), refusal_usage)
-    rej_metrics, rej_rows, rej_not = rejection_part(rej_cfg, cases, outputs, judged)
+    rej_metrics, rej_rows, rej_not = rejection_part(rej_cfg, mine, outputs, judged)
     metrics.update(rej_metrics)
     not_evaluated.update(rej_not)
 
