@@ -89,6 +89,7 @@ class DeepEvalEngine:
 
         self.version: str = version("deepeval")
         self._client = client
+        self._fingerprints: dict[str, str] = {}
         self._settings = settings
         self._criteria = dict(criteria or {})
         clash = sorted(set(self._criteria) & set(_BUILTIN))
@@ -114,6 +115,12 @@ class DeepEvalEngine:
     def prompt_fingerprint(self, metric: str) -> str:
         """The metric's prompt templates (and the fragments they include), our JSON instruction, and criteria."""
         self._check_known(metric)
+        known = self._fingerprints.get(metric)
+        if known is None:  # rendered once per metric: every task's cache key includes it
+            known = self._fingerprints[metric] = self._fingerprint(metric)
+        return known
+
+    def _fingerprint(self, metric: str) -> str:
         key = _BUILTIN[metric][0] if metric in _BUILTIN else "GEval"
         parts = [f"deepeval {self.version}", key, _SYSTEM, _templates_text(key)]
         if metric in self._criteria:

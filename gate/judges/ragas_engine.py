@@ -60,6 +60,7 @@ class RagasEngine:
 
         self.version: str = ragas.__version__
         self._client = client
+        self._fingerprints: dict[str, str] = {}
         self._settings = settings
         model_args: dict[str, Any] = {"temperature": settings.temperature, "max_retries": _json_retrying(_JSON_ATTEMPTS)}
         if max_tokens:
@@ -91,6 +92,12 @@ class RagasEngine:
     def prompt_fingerprint(self, metric: str) -> str:
         """The metric's class, parameters and full prompt texts (instruction, examples, schemas, template)."""
         self._check_known(metric)
+        known = self._fingerprints.get(metric)
+        if known is None:  # rendered once per metric: every task's cache key includes it
+            known = self._fingerprints[metric] = self._fingerprint(metric)
+        return known
+
+    def _fingerprint(self, metric: str) -> str:
         class_name, params, prompts = _recipe(metric, self._metrics.get(metric))
         parts = [f"ragas {self.version}", f"instructor {_instructor_version()}", class_name, json.dumps(params, sort_keys=True)]
         for attr, prompt in sorted(prompts, key=lambda pair: pair[0]):

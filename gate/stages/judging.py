@@ -162,7 +162,17 @@ async def judge_tasks(tasks: Sequence[Task], engines: Mapping[str, Engine], *, o
 
     if not tasks:
         return {}
-    running = [asyncio.ensure_future(one(i, t)) for i, t in enumerate(tasks)]
+    running: list[asyncio.Future[tuple[int, float | str]]] = []
+
+    async def start_all() -> None:
+        # one task at a time, with a turn of the loop between: a task prepares its first prompt (milliseconds of
+        # CPU in the engine) and sends it before the next one starts, so the first calls are on the wire at once
+        # instead of after every started task's preparation (0.3 s for 32 ragas tasks)
+        for i, t in enumerate(tasks):
+            running.append(asyncio.ensure_future(one(i, t)))
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(start_all(), timeout=deadline.left())
     done, pending = await asyncio.wait(running, timeout=deadline.left())
     for p in pending:
         p.cancel()
