@@ -172,7 +172,7 @@ async def judge_tasks(tasks: Sequence[Task], engines: Mapping[str, Engine], *, o
             running.append(asyncio.ensure_future(one(i, t)))
             await asyncio.sleep(0)
 
-    await asyncio.wait_for(start_all(), timeout=deadline.left())
+    await start_all()  # one turn of the loop per task: no wait on the judge (the deadline applies below)
     done, pending = await asyncio.wait(running, timeout=deadline.left())
     for p in pending:
         p.cancel()
