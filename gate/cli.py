@@ -1,4 +1,4 @@
-"""The command line: ``rag-gate run | merge | validate | baseline update | history record | cache merge``.
+"""The command line: ``rag-gate run | merge | validate | golden check | baseline update | history record | cache merge``.
 
 Exit codes: 0 every gate passed, 1 a gate failed, 2 invalid input, 3 the run could not complete.
 """
@@ -55,6 +55,15 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--report", required=True, metavar="PATH", help="report.json of a default-branch run")
     rec.add_argument("--branch", help="branch the run was on (default: GITHUB_REF_NAME)")
 
+    golden = sub.add_parser("golden", help="the golden set")
+    golden_sub = golden.add_subparsers(dest="action", required=True, metavar="ACTION")
+    gc = golden_sub.add_parser("check", parents=[spec], help="find duplicates, unknown ids, a lopsided mix, stale cases")
+    gc.add_argument("--corpus", metavar="FILE", help="the corpus (JSONL, one {id, text} a line): relevant ids it lacks, "
+                    "documents no case covers")
+    gc.add_argument("--json", metavar="OUT", help="write the findings as JSON here ('-' for stdout)")
+    gc.add_argument("--mix", metavar="TYPE=SHARE,...", help="the target question-type mix (default: simple=0.4,"
+                    "multi_context=0.25,ambiguous=0.15,out_of_scope=0.1,adversarial=0.1)")
+
     cache = sub.add_parser("cache", help="the judge cache")
     cache_sub = cache.add_subparsers(dest="action", required=True, metavar="ACTION")
     cm = cache_sub.add_parser("merge", parents=[spec], help="fold several judge caches (one per shard) into one")
@@ -104,6 +113,56 @@ def cmd_cache_merge(args: argparse.Namespace) -> int:
     print(f"folded {len(args.caches)} cache(s) into {out}: {added.scores} scores and {added.texts} texts added, "
           f"{added.total_scores} scores and {added.total_texts} texts in all")
     return EXIT_PASS
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    from gate.core.errors import InputError
+
+    mix: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if not sep or not name.strip() or not 0 <= share <= 1:
+            raise InputError(f"must be TYPE=SHARE pairs with shares from 0 to 1 (simple=0.4,ambiguous=0.15), got {item!r}", key="--mix")
+        mix[name.strip()] = share
+    if abs(sum(mix.values()) - 1) > 0.01:
+        raise InputError(f"the shares must add up to 1, they add up to {sum(mix.values()):g}", key="--mix")
+    return mix
+
+
+def cmd_golden_check(args: argparse.Namespace) -> int:
+    import json
+
+    from gate.config.loader import load_spec
+    from gate.core.goldencheck import check
+    from gate.core.ranking import id_mapper
+    from gate.io.files import write_text
+    from gate.io.golden import load_corpus_ids, load_golden_set
+    from gate.render.console import log_safe
+
+    mix = parse_mix(args.mix) if args.mix else None
+    spec = load_spec(args.config, unset_ok=True)  # nothing is asked: the target's and judge's variables may be unset
+    cases = load_golden_set(spec.golden_set_path)
+    corpus = load_corpus_ids(Path(args.corpus)) if args.corpus else None
+    findings, counts = check(cases, spec.data["stages"], corpus=corpus, mix=mix,
+                             to_id=id_mapper((spec.retrieval or {}).get("match", {})))
+    if args.json:
+        write_text(args.json, json.dumps({"findings": findings, "counts": counts}, indent=2, ensure_ascii=False) + "\n",
+                   what="findings")
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print(f"{spec.golden_set_path}: {counts['cases']} cases", file=out)
+    for key in ("type", "question_type", "category", "tag"):
+        if counts[key]:
+            print(log_safe(f"  {key}: " + ", ".join(f"{k} {n}" for k, n in sorted(counts[key].items(), key=lambda kv: -kv[1]))), file=out)
+    for f in findings:
+        print(log_safe(f"{f['level']:<7} {f['code']:<21} {f['message']}"), file=out)
+    errors = sum(1 for f in findings if f["level"] == "error")
+    warnings = sum(1 for f in findings if f["level"] == "warning")
+    print(f"{errors} error(s), {warnings} warning(s), {len(findings) - errors - warnings} note(s)", file=out)
+    return 1 if errors else EXIT_PASS
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -179,6 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_merge(args)
         if args.command == "cache":
             return cmd_cache_merge(args)
+        if args.command == "golden":
+            return cmd_golden_check(args)
         if args.command == "validate":
             return cmd_validate(args)
         if args.command == "history":

@@ -255,6 +255,7 @@ def evaluate(
             "by_type": {t: len(ids) for t, ids in case_groups["type"].items()},
             "by_category": {t: len(ids) for t, ids in case_groups["category"].items()},
             "by_tag": {t: len(ids) for t, ids in case_groups["tag"].items()},
+            **({"by_question_type": question_mix(cases, spec)} if any(c.question_type for c in cases) else {}),  # type: ignore[typeddict-item]
         },
         "target": {"kind": context.target_kind, "k": spec.target_k, "calls": len(cases), "errors": len(failed),
                    "error_rate": len(failed) / len(cases) if cases else 0.0, "max_error_rate": float(spec.data["max_error_rate"]),
@@ -269,6 +270,19 @@ def evaluate(
         "history": history_summary(context.history),
         **({"texts": texts} if texts else {}),  # type: ignore[typeddict-item]
     }
+
+
+def question_mix(cases: Sequence[GoldenCase], spec: Spec) -> dict[str, int]:
+    """Cases by question type, most frequent first."""
+    from gate.core.goldencheck import question_type
+    from gate.core.ranking import id_mapper
+
+    to_doc = id_mapper((spec.retrieval or {}).get("match", {}))
+    counts: dict[str, int] = {}
+    for c in cases:
+        kind = question_type(c, to_doc)
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _run_info(spec: Spec, context: RunContext) -> RunInfo:
@@ -382,6 +396,7 @@ class Loaded:
     baseline: ReferenceDoc | None
     source: str
     deadline: Deadline
+    pending: int = 0  # generated cases left out: they await review
 
     @property
     def history(self) -> list[HistoryEntry]:
@@ -393,7 +408,8 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
     ``unset_ok``: the spec may read variables that are not set (a merge asks no target and no judge)."""
     spec = load_spec(config, unset_ok=unset_ok)
     max_entries = int(spec.data["history"]["max_entries"])
-    cases = load_golden_set(spec.golden_set_path)
+    everything = load_golden_set(spec.golden_set_path)
+    cases = [c for c in everything if not c.pending_review]  # generated cases wait for a reviewer's approval
     store = options.history_store or LocalHistoryStore(spec.history_path, max_entries)
     if hasattr(store, "max_entries"):
         store.max_entries = max_entries
@@ -406,7 +422,7 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
     elif chosen is not None:
         source = f"{chosen[1]}; {COMMITTED}" if baseline else chosen[1]
     deadline = Deadline(options.max_duration_s if options.max_duration_s is not None else spec.data.get("max_duration_s"))
-    return Loaded(spec, cases, store, entries, baseline, source, deadline)
+    return Loaded(spec, cases, store, entries, baseline, source, deadline, len(everything) - len(cases))
 
 
 @dataclass
@@ -437,6 +453,14 @@ def measure(loaded: Loaded, options: RunOptions, only: Sequence[GoldenCase] | No
     return Measured(outputs, judged, target.kind, list(getattr(target, "unmatched", [])))
 
 
+def pending_note(loaded: Loaded) -> list[str]:
+    """A warning when generated cases awaiting review were left out of the run."""
+    if not loaded.pending:
+        return []
+    return [f"{loaded.pending} generated case(s) of {loaded.spec.golden_set_path} await review (metadata.review: pending) and "
+            "were left out: approve them (remove the field or set it to approved) to gate on them"]
+
+
 def target_notes(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], unmatched: Sequence[int]) -> list[str]:
     """What the report says about the target's outputs: results-file lines that match no case, unsorted scores."""
     notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
@@ -461,7 +485,8 @@ def run(config: str, options: RunOptions | None = None) -> Report:
                              deadline_note=deadline_note(loaded.deadline, outputs, judged),
                              golden_fingerprint=golden_fingerprint(cases), baseline=loaded.baseline, baseline_source=loaded.source,
                              history=loaded.history,  # every stage picks the runs it can compare with (gate_stages)
-                             warnings=[*loaded.store.warnings, *([no_text] if no_text else [])], target_kind=measured.target_kind,
+                             warnings=[*loaded.store.warnings, *([no_text] if no_text else []), *pending_note(loaded)],
+                             target_kind=measured.target_kind,
                              target_notes=target_notes(cases, outputs, measured.unmatched), pull_request=options.pull_request)
         # one place for the report: no output can hold a secret the target or a judge echoed
         return cast(Report, Redactor([*spec.secrets, *options.secrets]).document(evaluate(spec, cases, outputs, context, judged)))

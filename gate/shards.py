@@ -49,6 +49,7 @@ from gate.pipeline import (
     load,
     measure,
     passage_text_warning,
+    pending_note,
     target_notes,
 )
 
@@ -379,7 +380,8 @@ def merge(config: str, paths: Sequence[str], options: RunOptions | None = None) 
         context = RunContext(created_at=options.now(), commit=options.commit or parts[0][1]["run"]["commit"],
                              duration_s=longest + time.perf_counter() - started, deadline_note=" ".join(notes) or None,
                              golden_fingerprint=None, baseline=loaded.baseline, baseline_source=loaded.source,
-                             history=loaded.history, warnings=[*loaded.store.warnings, *([no_text] if no_text else [])],
+                             history=loaded.history,
+                             warnings=[*loaded.store.warnings, *([no_text] if no_text else []), *pending_note(loaded)],
                              target_kind=parts[0][1]["target_kind"],
                              target_notes=target_notes(cases, outputs, parts[0][1]["unmatched"]), pull_request=options.pull_request)
         report = evaluate(spec, cases, outputs, context, judged)

@@ -12,7 +12,7 @@ from typing import Any
 from gate.core.model import CASE_TYPES, GoldenCase
 
 MAX_GRADE = 1000  # graded relevance is a small scale (trec's 1-3); a huge grade would overflow the nDCG arithmetic
-FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "type", "tags", "category", "metadata")
+FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "type", "tags", "category", "metadata", "question_type")
 _FIELDS = frozenset(FIELDS)
 
 
@@ -71,9 +71,12 @@ def parse_case(row: Any, line: int = 0) -> GoldenCase | str:
     metadata = row.get("metadata", {})
     if not isinstance(metadata, dict):
         return "'metadata' must be an object"
+    qtype = row.get("question_type")
+    if qtype is not None and (not isinstance(qtype, str) or not qtype.strip() or len(qtype) > 100):
+        return "'question_type' must be a non-empty string of at most 100 characters (simple, multi_context, ambiguous, ...)"
     return GoldenCase(
         id=case_id, question=question, line=line, ground_truth=gt, relevant=relevant, type=ctype,
-        tags=tuple(tags), category=category, metadata=metadata,
+        tags=tuple(tags), category=category, metadata=metadata, question_type=qtype,
     )
 
 

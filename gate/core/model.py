@@ -22,10 +22,16 @@ class GoldenCase:
     tags: tuple[str, ...] = ()
     category: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    question_type: str | None = None  # simple, multi_context, ambiguous, ... (any label); None: derived (gate.core.goldencheck)
 
     @property
     def answerable(self) -> bool:
         return self.type == "answerable"
+
+    @property
+    def pending_review(self) -> bool:
+        """A generated case nobody has approved yet (metadata.review == "pending"): runs leave it out."""
+        return self.metadata.get("review") == "pending"
 
 
 class Passage(Protocol):

@@ -288,6 +288,7 @@ class GoldenSetInfo(TypedDict):
     by_type: dict[str, int]
     by_category: dict[str, int]
     by_tag: dict[str, int]
+    by_question_type: NotRequired[dict[str, int]]  # when some case has a question_type (gate.core.goldencheck)
 
 
 class TargetInfo(TypedDict):

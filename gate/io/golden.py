@@ -77,3 +77,19 @@ def load_distractor_file(path: Path) -> dict[str, list[str]]:
             raise InputError("'distractors' must be a non-empty list of passages (strings)", file=str(path), line=lineno)
         out[row["id"]] = d
     return out
+
+
+def load_corpus_ids(path: Path) -> list[str]:
+    """The document ids of a corpus file (JSONL, one ``{"id", "text", "metadata"}`` a line), in file order; InputError
+    naming the file and line for a line that has no string id."""
+    ids: list[str] = []
+    errors: list[InputError] = []
+    for lineno, row in iter_jsonl(path):
+        doc_id = row.get("id") if isinstance(row, dict) else None
+        if not isinstance(doc_id, str) or not doc_id:
+            errors.append(InputError("each corpus line must be an object with a non-empty string 'id'", file=str(path), line=lineno))
+            continue
+        ids.append(doc_id)
+    if errors:
+        raise errors[0] if len(errors) == 1 else InputErrors(errors)
+    return ids

@@ -50,6 +50,9 @@ def _header(report: Report) -> list[str]:
         base = "no baseline yet (max_drop gates skipped)"
     lines.append(f"Golden set: {int(g.get('n', 0))} cases ({by_type}) · target: {cell(t.get('kind', '?'))} · "
                  f"{int(t.get('errors', 0))} of {int(t.get('calls', 0))} calls failed · {base}")
+    mix = g.get("by_question_type") or {}
+    if mix:
+        lines.append("Question types: " + " · ".join(f"{cell(k)} {int(n)}" for k, n in mix.items()))
     shards = report.get("run", {}).get("shards")
     if shards:
         lines.append(f"Sharded: {int(shards)} jobs each ran part of the golden set; `rag-gate merge` gated them as one run.")
