@@ -47,7 +47,7 @@ from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.io.golden import load_golden_set
 from gate.io.history import HistoryStore, LocalHistoryStore
 from gate.io.reports import read_baseline
-from gate.stages.retrieval import retrieval_stage
+from gate.stages.retrieval import retrieval_stage, stale_labels
 from gate.targets import Target
 from gate.targets.factory import make_target
 
@@ -189,7 +189,8 @@ def _skipped(reason: str) -> StageMeasurement:
 
 
 def gate_stages(spec: Spec, measured: Mapping[str, StageMeasurement], context: RunContext, fingerprints: dict[str, str],
-                questions: Mapping[str, str]) -> dict[str, StageResult]:
+                questions: Mapping[str, str], case_groups: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+                ) -> dict[str, StageResult]:
     """Every stage gated the same way, against the baseline's stage and the history entries measured the same way."""
     baseline = context.baseline
     stages: dict[str, StageResult] = {}
@@ -201,6 +202,7 @@ def gate_stages(spec: Spec, measured: Mapping[str, StageMeasurement], context: R
             history=[e for e in context.history if not mismatched(e, fingerprints, name)],
             mismatch_policy=spec.data["baseline"]["on_mismatch"] if differs else None,
             retrieval=stages.get("retrieval"),
+            groups=case_groups,
         )
         gates = (spec.data["stages"].get(name) or {}).get("gates", {})
         stages[name] = gate_stage(name, stage, gates, refs, questions)
@@ -228,7 +230,8 @@ def evaluate(
         texts.update(stage.get("texts", {}))
         if name in fingerprints and "judge" in stage:  # the judge's engines and prompts are part of how a stage measures
             fingerprints[name] = with_judge(fingerprints[name], stage["judge"])
-    stages = gate_stages(spec, measured, context, fingerprints, {c.id: c.question for c in cases})
+    by_groups = {**case_groups, "question_type": question_groups(cases, spec)}
+    stages = gate_stages(spec, measured, context, fingerprints, {c.id: c.question for c in cases}, by_groups)
 
     warnings: list[str] = []
     trap = trap_warning(stages, context.baseline, context.history)
@@ -237,6 +240,12 @@ def evaluate(
         stages["generation"]["warnings"].append(trap)
     failed = [o.error for o in outputs.values() if o.error is not None]
     errors = run_errors(stages, len(cases), failed, float(spec.data["max_error_rate"]))
+    retrieval_cfg = spec.retrieval or {}
+    stale = stale_labels(cases, outputs, retrieval_cfg.get("match", {})) if retrieval_cfg else None
+    if stale and retrieval_cfg.get("on_stale_labels", "error") == "error":
+        errors.insert(0, stale)  # said first: every retrieval gate below reads the same labels
+    elif stale:
+        warnings.insert(0, stale)
     if context.deadline_note:
         errors.append(context.deadline_note)
     verdict = decide_verdict((s["status"] for s in stages.values()), errors)
@@ -272,16 +281,21 @@ def evaluate(
     }
 
 
-def question_mix(cases: Sequence[GoldenCase], spec: Spec) -> dict[str, int]:
-    """Cases by question type, most frequent first."""
+def question_groups(cases: Sequence[GoldenCase], spec: Spec) -> dict[str, list[str]]:
+    """Case ids by question type (its own, else derived: gate.core.goldencheck.question_type)."""
     from gate.core.goldencheck import question_type
     from gate.core.ranking import id_mapper
 
     to_doc = id_mapper((spec.retrieval or {}).get("match", {}))
-    counts: dict[str, int] = {}
+    out: dict[str, list[str]] = {}
     for c in cases:
-        kind = question_type(c, to_doc)
-        counts[kind] = counts.get(kind, 0) + 1
+        out.setdefault(question_type(c, to_doc), []).append(c.id)
+    return out
+
+
+def question_mix(cases: Sequence[GoldenCase], spec: Spec) -> dict[str, int]:
+    """Cases by question type, most frequent first."""
+    counts = {kind: len(ids) for kind, ids in question_groups(cases, spec).items()}
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 

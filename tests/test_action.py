@@ -390,11 +390,18 @@ def test_record_with_a_read_only_token_fails_the_step_and_says_what_permission(g
 # --------------------------------------------------------------------------- mode report (workflow_run, fork-safe)
 
 
-def fork_report(gh: GitHubServer, tmp_path: Path, head: str = HEAD, fail: bool = True) -> Path:
-    """The pull_request job of a fork's PR: gate with a read-only token, leave report.json as the artifact."""
+def fork_report(gh: GitHubServer, tmp_path: Path, head: str = HEAD, fail: bool = True, by_group: bool = False) -> Path:
+    """The pull_request job of a fork's PR: gate with a read-only token, leave report.json as the artifact.
+    ``by_group``: hit_rate@5 and mrr gated per category too (the report then holds per-group records)."""
     fork = workspace(tmp_path, "fork")
     if fail:
         impossible_threshold(fork)
+    if by_group:
+        spec = fork / "rag-eval.yml"
+        text = spec.read_text(encoding="utf-8")
+        assert "max_drop: 0.02}" in text and "mrr: {min: 0.60, max_drop: 0.03}" in text
+        spec.write_text(text.replace("max_drop: 0.02}", "max_drop: 0.02, by: category, min_group_size: 3}", 1)
+                        .replace("mrr: {min: 0.60, max_drop: 0.03}", "mrr: {min: 0.60, max_drop: 0.03, by: tag}"), encoding="utf-8")
     r = run_action(gh, fork, "pull_request", pr_event(head=head), token=READ_TOKEN)
     assert r.code == (1 if fail else 0) and gh.comments(PR, REPO) == []
     return fork / "rag-gate-report.json"

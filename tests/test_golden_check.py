@@ -174,3 +174,10 @@ def test_a_run_leaves_pending_cases_out_says_so_and_shows_the_question_types(tmp
     comment = (ws / "comment.md").read_text(encoding="utf-8")
     assert "Question types: simple 9 · ambiguous 4 · multi_context 4 · adversarial 2" in comment
     assert "await review" in comment
+
+
+def test_text_labels_need_relevant_texts() -> None:
+    cases = cases_of("Where is the reading room?", "When does the library open on Sundays?")
+    findings, _ = check(cases, {"retrieval": {"match": {"level": "text"}, "gates": {}}})
+    (finding,) = [f for f in findings if f["code"] == "missing_relevant_texts"]
+    assert finding["level"] == "error" and finding["cases"] == ["q0", "q1"]

@@ -43,7 +43,7 @@ MIRRORS = {
     "Report": "report", "StoredStage": "stored_stage", "Baseline": "baseline", "HistoryEntry": "history_entry",
     "OutputRef": "output_ref", "PairedCase": "paired_case", "MetricPairs": "metric_pairs", "Pairing": "pairing",
     "StageMeasurement": "stage_measurement", "ShardInfo": "shard_info", "PartPassage": "part_passage", "PartOutput": "part_output",
-    "PartRun": "part_run", "Part": "part",
+    "PartRun": "part_run", "Part": "part", "GroupGate": "group_gate",
 }
 
 

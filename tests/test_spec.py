@@ -80,7 +80,7 @@ def test_base_spec_loads_and_fills_defaults(tmp_path):
     assert d["baseline"] == {"path": "eval/baseline.json", "on_mismatch": "warn"}
     assert spec.baseline_path == tmp_path / "eval" / "baseline.json"
     assert d["report"]["comment_id"] == "default"
-    assert d["stages"]["retrieval"]["match"] == {"level": "exact", "separator": "#"}
+    assert d["stages"]["retrieval"]["match"] == {"level": "exact", "separator": "#", "min_overlap": 0.8}
     assert d["stages"]["retrieval"]["gates"] == {"hit_rate@5": {"min": 0.8, "max_drop": 0.02}}
     assert "http" not in d["target"]
     assert spec.target_k == 10  # at least 10 when no metric asks for more

@@ -169,4 +169,14 @@ def check_semantics(spec: Spec) -> list[InputError]:
                 )
             if "min" in gate and "max" in gate and gate["min"] > gate["max"]:
                 errors.append(spec.error("min is larger than max", "stages", "retrieval", "gates", metric))
+            if "by" in gate and (metric in HEALTH_METRICS or metric.startswith("context_recall")):
+                errors.append(spec.error(f"by: {metric} is not a mean over cases, so it has no per-group value; gate a "
+                                         "per-case metric by group (hit_rate, mrr, recall, precision, ndcg, map)",
+                                         "stages", "retrieval", "gates", metric, "by"))
+    for name in ("generation", "robustness"):
+        for metric, gate in ((spec.data["stages"].get(name) or {}).get("gates") or {}).items():
+            for key in ("by", "min_group_size"):
+                if key in gate:
+                    errors.append(spec.error(f"{key}: per-group gates apply to retrieval metrics (a judge stage's groups "
+                                             "are too small a sample to gate)", "stages", name, "gates", metric, key))
     return errors

@@ -12,7 +12,8 @@ from typing import Any
 from gate.core.model import CASE_TYPES, GoldenCase
 
 MAX_GRADE = 1000  # graded relevance is a small scale (trec's 1-3); a huge grade would overflow the nDCG arithmetic
-FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "type", "tags", "category", "metadata", "question_type")
+FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "relevant_texts", "type", "tags", "category", "metadata",
+          "question_type")
 _FIELDS = frozenset(FIELDS)
 
 
@@ -60,8 +61,11 @@ def parse_case(row: Any, line: int = 0) -> GoldenCase | str:
         relevant = _relevant(row["relevant_doc_ids"]) if row.get("relevant_doc_ids") is not None else {}
     except ValueError as exc:
         return str(exc)
-    if ctype == "answerable" and not relevant:
-        return "an answerable case needs a non-empty 'relevant_doc_ids' (or set type: out_of_scope)"
+    texts = row.get("relevant_texts") or []
+    if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
+        return "'relevant_texts' must be a list of non-empty strings (passages or key sentences that answer the question)"
+    if ctype == "answerable" and not relevant and not texts:
+        return "an answerable case needs a non-empty 'relevant_doc_ids' or 'relevant_texts' (or set type: out_of_scope)"
     tags = row.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         return "'tags' must be a list of strings"
@@ -76,7 +80,7 @@ def parse_case(row: Any, line: int = 0) -> GoldenCase | str:
         return "'question_type' must be a non-empty string of at most 100 characters (simple, multi_context, ambiguous, ...)"
     return GoldenCase(
         id=case_id, question=question, line=line, ground_truth=gt, relevant=relevant, type=ctype,
-        tags=tuple(tags), category=category, metadata=metadata, question_type=qtype,
+        tags=tuple(tags), category=category, metadata=metadata, question_type=qtype, relevant_texts=tuple(texts),
     )
 
 
@@ -86,7 +90,8 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False)  # what json.dumps(..., ensure_a
 def fingerprint(cases: Iterable[GoldenCase]) -> str:
     """Content hash of the golden set: what each case asks and what counts as relevant."""
     encode = _ENCODER.encode
-    rows = "".join(encode([c.id, c.question, c.ground_truth, sorted(c.relevant.items()), c.type]) + "\n"
+    rows = "".join(encode([c.id, c.question, c.ground_truth, sorted(c.relevant.items()), c.type,
+                           *([list(c.relevant_texts)] if c.relevant_texts else [])]) + "\n"  # sets without texts: as before
                    for c in sorted(cases, key=lambda c: c.id))
     return "sha256:" + hashlib.sha256(rows.encode()).hexdigest()[:16]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.core.pairs import MIN_PAIRS, case_drops
-from gate.core.report import GateRecord, MetricPairs, Status
+from gate.core.report import GateRecord, GroupGate, MetricPairs, Status
 from gate.core.stats import PairedResult
 
 EPS = 1e-9  # float noise allowed at a threshold: 0.88 >= 0.88 must hold after any arithmetic
@@ -42,6 +42,7 @@ class GateDecision:
     higher_is_better: bool
     checks: list[Check] = field(default_factory=list)
     configured: str = ""  # the gate as the spec writes it (shown even when no check could run)
+    groups: list[GroupGate] = field(default_factory=list)  # a per-group gate (by): each group's decision
 
     @property
     def rule(self) -> str:
@@ -66,6 +67,7 @@ class GateDecision:
             "delta": self.delta, "higher_is_better": self.higher_is_better,
             "checks": [{"kind": c.kind, "limit": c.limit, "status": c.status, "detail": c.detail} for c in self.checks],
             "rule": self.rule, "reason": self.reason, "method": self.method,
+            **({"groups": self.groups} if self.groups else {}),  # type: ignore[typeddict-item]
         }
 
 
@@ -235,6 +237,8 @@ def decide(
 def configured_rule(gate: Mapping[str, Any]) -> str:
     """The gate's rule in words, from the spec: "min 0.8, max_drop 0.02, trend 0.03"."""
     parts = [f"{kind} {gate[kind]}" for kind in ("min", "max", "max_drop") if kind in gate]
+    if "by" in gate:
+        parts.append(f"by {gate['by']}")
     if "trend" in gate:
         parts.append(f"trend {gate['trend']['max_drop']}")
     if "case_drop" in gate:

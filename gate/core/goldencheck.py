@@ -6,6 +6,7 @@ Every finding has a code, a level (error | warning | info), the case ids it is a
     near_duplicate         warning  two questions share most of their words (Chinese and Japanese: characters)
     unknown_relevant_id    error    a relevant id the corpus file does not hold (at the spec's matching level)
     missing_ground_truth   error    answerable cases without ground_truth while a configured stage reads it
+    missing_relevant_texts error    answerable cases without relevant_texts while match.level is text
     pending_review         warning  generated cases nobody approved yet (runs leave them out)
     no_out_of_scope        warning  no out_of_scope case: refusals are not tested (also no_adversarial)
     question_mix           warning  a question type's share is more than 10 points from the target mix
@@ -214,6 +215,12 @@ def check(cases: Sequence[GoldenCase], stages: Mapping[str, Any], *, corpus: Ite
         findings.append({"code": "missing_ground_truth", "level": "error", "cases": bare,
                          "message": f"{len(bare)} answerable cases have no ground_truth, which {' and '.join(needs)} read "
                                     f"({_named(bare)})"})
+    if ((stages.get("retrieval") or {}).get("match") or {}).get("level") == "text":
+        textless = [c.id for c in cases if c.answerable and not c.relevant_texts]
+        if textless:
+            findings.append({"code": "missing_relevant_texts", "level": "error", "cases": textless,
+                             "message": f"{len(textless)} answerable cases have no relevant_texts, which match.level text "
+                                        f"reads ({_named(textless)})"})
     pending = [c.id for c in cases if c.pending_review]
     if pending:
         findings.append({"code": "pending_review", "level": "warning", "cases": pending,

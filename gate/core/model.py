@@ -23,6 +23,7 @@ class GoldenCase:
     category: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     question_type: str | None = None  # simple, multi_context, ambiguous, ... (any label); None: derived (gate.core.goldencheck)
+    relevant_texts: tuple[str, ...] = ()  # passages or key sentences that answer it (match.level: text)
 
     @property
     def answerable(self) -> bool:

@@ -64,6 +64,19 @@ class CheckRecord(TypedDict):
     detail: str
 
 
+class GroupGate(TypedDict):
+    """One group of a per-group gate (``by``): the gate's checks on that group's cases alone."""
+
+    by: str  # category | tag | type | question_type
+    group: str
+    n: int  # scored cases in the group
+    value: float | None
+    baseline: float | None
+    delta: float | None
+    status: Status  # skipped: under min_group_size, not gated
+    detail: str
+
+
 class GateRecord(TypedDict):
     stage: str
     metric: str
@@ -76,6 +89,7 @@ class GateRecord(TypedDict):
     rule: str
     reason: str
     method: str
+    groups: NotRequired[list[GroupGate]]  # a per-group gate (by): each group's decision
 
 
 LostRank = TypedDict("LostRank", {"id": str, "from": int, "to": int | None, "left_top_k": bool})

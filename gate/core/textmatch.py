@@ -234,3 +234,20 @@ QUESTION_METRICS: dict[str, str] = {
                          "F1 when the question holds every token",
 }
 QUESTION_SCORERS = {"answer_bearing_f1": answer_bearing_f1}
+
+
+def text_matches(relevant: str, passage: str, min_overlap: float) -> bool:
+    """Whether a retrieved passage is the relevant text (match.level: text): on normalised text (as for exact_match),
+    one contains the other, or the passage holds at least ``min_overlap`` of the relevant text's distinct words and
+    every number in it. A passage cut differently by a new chunker still matches the passage or sentence it holds."""
+    rel, pas = squad_tokens(relevant), squad_tokens(passage)
+    if not rel or not pas:
+        return False
+    r, p = " " + " ".join(rel) + " ", " " + " ".join(pas) + " "
+    if r in p or (p in r and len(pas) >= min(5, len(rel))):  # a piece of the relevant text, not a stray word of it
+        return True
+    words, held = set(rel), set(pas)
+    numbers = {w for w in words if any(ch.isdigit() for ch in w)}
+    # the numbers too: passages written from one template ("Branch 3 opens at 9" / "Branch 4 opens at 10") share
+    # most of their words and differ in exactly the facts that make one of them the relevant one
+    return numbers <= held and len(words & held) / len(words) >= min_overlap - 1e-12

@@ -7,6 +7,7 @@ reads the comparison (worse cases, their causes); ``run_errors`` applies the err
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +17,7 @@ from gate.core.catalog import PER_CASE_STAGES, higher_is_better
 from gate.core.compare import (
     attribute,
     baseline_reference,
+    case_scores,
     mean_cases,
     paired_worse_cases,
     recall_trap,
@@ -23,11 +25,12 @@ from gate.core.compare import (
     trend_reference,
     worse_cases,
 )
-from gate.core.gates import DEFAULT_CONFIDENCE, GateDecision, Reference, decide, skipped, stage_status
-from gate.core.report import HistoryEntry, Pairing, StageMeasurement, StageResult, Status, StoredStage, Verdict
+from gate.core.gates import DEFAULT_CONFIDENCE, Check, GateDecision, Reference, decide, skipped, stage_status
+from gate.core.report import CaseResult, GroupGate, HistoryEntry, Pairing, StageMeasurement, StageResult, Status, StoredStage, Verdict
 from gate.core.report import Reference as ReferenceDoc
 
 DEFAULT_WINDOW = 7
+DEFAULT_GROUP_SIZE = 5  # a per-group gate's smallest gated group
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class StageReferences:
     history: Sequence[HistoryEntry] = ()  # entries of runs measured the same way, oldest first
     mismatch_policy: str | None = None  # baseline.on_mismatch when the baseline was measured differently, else None
     retrieval: StageResult | None = None  # this run's gated retrieval stage: attributes a judge stage's worse cases
+    groups: Mapping[str, Mapping[str, Sequence[str]]] | None = None  # by -> group -> case ids (per-group gates)
 
 
 def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapping[str, Any]],
@@ -62,8 +66,41 @@ def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapp
                      or _noted(trend_reference(name, samples, refs.history, metric, window), pairing.get(f"trend:{window}")))
         base = (same_run_reference(pairing.get("baseline"), metric, value, confidence)
                 or _noted(baseline_reference(name, samples, refs.baseline, metric), pairing.get("baseline")))
-        decisions.append(decide(name, metric, gate, value, base, hib, refs.mismatch_policy, trend))
+        decision = decide(name, metric, gate, value, base, hib, refs.mismatch_policy, trend)
+        if "by" in gate and decision.status != "error":
+            decision = by_group(decision, gate, samples, refs)
+        decisions.append(decision)
     return decisions
+
+
+def by_group(overall: GateDecision, gate: Mapping[str, Any], samples: Sequence[CaseResult], refs: StageReferences) -> GateDecision:
+    """A per-group gate: min, max and max_drop on each group's scored cases (the mean of their per-case values,
+    against the baseline's same cases), besides the whole set; a group under ``min_group_size`` is reported, not
+    gated. The gate fails when the whole set or any gated group fails, and its reason names the group."""
+    by, size = str(gate["by"]), int(gate.get("min_group_size", DEFAULT_GROUP_SIZE))
+    metric, hib = overall.metric, overall.higher_is_better
+    plain = {k: gate[k] for k in ("min", "max", "max_drop") if k in gate}
+    base_cases = case_scores(refs.baseline.get("samples", []), metric) if refs.baseline else {}
+    current = case_scores(samples, metric)
+    records: list[GroupGate] = []
+    checks = list(overall.checks)
+    for group, ids in sorted((refs.groups or {}).get(by, {}).items()):
+        values = [current[i] for i in ids if i in current]
+        if len(values) < size:
+            records.append({"by": by, "group": group, "n": len(values), "value": None, "baseline": None, "delta": None,
+                            "status": "skipped", "detail": f"{len(values)} scored case(s), under min_group_size {size}: not gated"})
+            continue
+        value = math.fsum(values) / len(values)
+        before = [base_cases[i] for i in ids if i in current and i in base_cases]
+        base = math.fsum(before) / len(before) if before else None
+        d = decide(overall.stage, metric, plain, value, base, hib, refs.mismatch_policy)
+        label = f"{by} {group} ({len(values)} cases)"
+        records.append({"by": by, "group": group, "n": len(values), "value": value, "baseline": base, "delta": d.delta,
+                        "status": d.status, "detail": d.reason})
+        checks += [Check(c.kind, c.limit, c.status, f"{label}: {c.detail}", c.method) for c in d.checks if c.status in ("fail", "error")]
+    statuses = {overall.status, *(r["status"] for r in records)}
+    status: Status = next((s for s in ("error", "fail", "pass") if s in statuses), "skipped")
+    return replace(overall, status=status, checks=checks, groups=records)
 
 
 def _noted(ref: Reference | None, pairing: Pairing | None) -> Reference | None:

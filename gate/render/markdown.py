@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from gate.core.catalog import PER_CASE_STAGES
@@ -249,6 +250,33 @@ def _showing(shown: list[Any], everything: list[Any]) -> str:
     return f" (showing {len(shown)} of {len(everything)})" if len(shown) < len(everything) else ""
 
 
+def _group_gates(stage: StageResult, max_cases: int) -> list[str]:
+    """Per-group gates (``by``): each group's baseline, value, delta and status; open when a group failed. At most
+    ``max_cases`` groups a gate, failed ones first."""
+    lines: list[str] = []
+    for g in stage.get("gates", []):
+        groups = g.get("groups") or []
+        if not groups:
+            continue
+        order = {"error": 0, "fail": 1, "pass": 2, "skipped": 3}
+        ranked = sorted(groups, key=lambda r: order.get(r["status"], 4))
+        shown = ranked[:max_cases]
+        failed = sum(1 for r in groups if r["status"] in ("fail", "error"))
+        ungated = sum(1 for r in groups if r["status"] == "skipped")
+        metric = g["metric"]
+        # a <summary> is raw HTML: no Markdown inside it (the metric and `by` are names the spec's schema allows)
+        summary = (f"<code>{html.escape(metric)}</code> by {html.escape(groups[0]['by'])}: {failed} of {len(groups) - ungated} groups failed"
+                   + (f", {ungated} too small to gate" if ungated else "") + _showing(shown, groups))
+        lines += [f"<details{' open' if failed else ''}><summary>{summary}</summary>", "",
+                  "| Group | Cases | Baseline | This run | Delta | Status |", "|---|---:|---:|---:|---:|:---:|"]
+        for r in shown:
+            status = STATUS_ICON.get(r["status"], "") if r["status"] != "skipped" else "not gated"
+            lines.append(f"| {code(r['group'], 40)} | {int(r['n'])} | {fmt_value(metric, r['baseline'])} | "
+                         f"{fmt_value(metric, r['value'])} | {fmt_delta(metric, r['delta'])} | {status} |")
+        lines += ["", "</details>", ""]
+    return lines
+
+
 def _breakdown(stage: StageResult, max_cases: int) -> list[str]:
     """Collapsible table of the stage's metrics per category and per tag: at most ``max_cases`` groups, as for cases."""
     groups = stage.get("breakdown", {})
@@ -328,6 +356,7 @@ def _render(report: Report, max_cases: int) -> str:
         lines += _stage_table(name, stage)
         retrieval = report["stages"].get("retrieval")
         lines += _worse_cases(name, stage, max_cases, retrieval.get("reference_k") if retrieval else None)
+        lines += _group_gates(stage, max_cases)
         lines += _breakdown(stage, max_cases)
         if name == "robustness" and stage["status"] != "skipped":
             lines += _robustness_details(stage, max_cases)

@@ -29,7 +29,7 @@ from gate.core.model import Answer, GoldenCase, TargetOutput
 from gate.core.ranking import id_mapper
 from gate.core.report import CaseResult, Distractor, NoiseInfo, Usage
 from gate.core.sampling import sample_from
-from gate.core.textmatch import squad_tokens
+from gate.core.textmatch import squad_tokens, text_matches
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.judges import JudgeInput, JudgeSettings
 from gate.stages.judging import Task, build_engines, close_all, in_flight, judge_tasks, merge_usage, split_cached, storing, task_key
@@ -70,9 +70,13 @@ def pick_corpus_distractors(
     q = set(squad_tokens(case.question))
     own = set(contexts)
     scored = []
+    by_text = match.get("level") == "text"
+    min_overlap = float(match.get("min_overlap", 0.8))
     for doc_id, text in pool.items():
         if doc_id in relevant or to_id(doc_id) in relevant or text in own:
             continue
+        if by_text and any(text_matches(t, text, min_overlap) for t in case.relevant_texts):
+            continue  # a passage that answers the question is no distractor
         words = set(squad_tokens(text))
         overlap = len(q & words) / (len(q | words) or 1)
         scored.append((-overlap, doc_id, text))

@@ -10,6 +10,7 @@ from gate.core.catalog import MetricName
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.ranking import CaseScorer, aggregate, first_ranks, health_metrics, id_mapper, map_relevant, metric_function
 from gate.core.report import CaseResult, GroupMetrics, StageMeasurement
+from gate.core.textmatch import text_matches
 
 _ID = attrgetter("id")
 
@@ -18,6 +19,44 @@ def _ids(output: TargetOutput, to_id: Callable[[str], str] | None) -> list[str]:
     """The ids of the ranked list (``to_id`` None: as they are)."""
     ids = map(_ID, output.retrieved)
     return list(ids if to_id is None else map(to_id, ids))
+
+
+def text_ids(texts: Sequence[str], output: TargetOutput, min_overlap: float) -> tuple[list[str], dict[str, int]]:
+    """match.level text: each retrieved passage as "text:N" when it matches the case's Nth relevant text (the first
+    it matches; gate.core.textmatch.text_matches), else as its own id; and the relevant "ids" text:1..n."""
+    ids = []
+    for doc in output.retrieved:
+        found = next((j for j, t in enumerate(texts, 1) if doc.text and text_matches(t, doc.text, min_overlap)), None)
+        ids.append(doc.id if found is None else f"text:{found}")
+    return ids, {f"text:{j}": 1 for j in range(1, len(texts) + 1)}
+
+
+def stale_labels(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], match: Mapping[str, Any]) -> str | None:
+    """The sentence saying the relevance labels look stale, when under 1 % of the distinct ids the target retrieved for
+    answerable cases are relevant to any golden case (at the matching level): a re-chunked or re-keyed corpus renames
+    every id, and every retrieval gate would report a collapse that is not one. None otherwise (or under 20 ids)."""
+    level = match.get("level", "exact")
+    min_overlap = float(match.get("min_overlap", 0.8))
+    to_id = id_mapper(match)
+    known: set[str] = set()
+    retrieved: set[str] = set()
+    answered = [c for c in cases if c.answerable and outputs[c.id].error is None]
+    if level != "text":
+        known = {to_id(r) for c in cases for r in c.relevant}
+    for c in answered:
+        out = outputs[c.id]
+        if level == "text":
+            ids, relevant = text_ids(c.relevant_texts, out, min_overlap)
+            known |= {f"{c.id}\x00{i}" for i in ids if i in relevant}
+            retrieved |= {f"{c.id}\x00{i}" if i in relevant else i for i in ids}
+        else:
+            retrieved |= {to_id(d.id) for d in out.retrieved}
+    hits = len(retrieved & known)
+    if len(retrieved) < 20 or hits * 100 >= len(retrieved):
+        return None
+    return (f"relevance labels look stale: {hits:,} of the {len(retrieved):,} distinct ids retrieved for {len(answered):,} answerable "
+            "cases are relevant to any golden case (re-chunked or re-keyed corpus?). Update relevant_doc_ids, or give the cases "
+            "relevant_texts and set match.level: text, which survives re-chunking")
 
 
 def _aggregate_all(metrics: Sequence[MetricName], scorers: list[CaseScorer], values: dict[str, list[float]]) -> dict[str, float]:
@@ -42,8 +81,10 @@ def retrieval_stage(
     Only answerable cases are scored; errored cases are listed, never scored as 0. ``reference_k`` is the
     cut-off a relevant id must stay within (the smallest k of the metrics): the worse-case list says when one left it.
     """
-    exact = match.get("level", "exact") != "document"
+    level = match.get("level", "exact")
+    exact = level != "document"
     to_id = id_mapper(match)
+    min_overlap = float(match.get("min_overlap", 0.8))
     names = [m.name for m in metrics]
     functions = [metric_function(m) for m in metrics]
     samples: list[CaseResult] = []
@@ -59,8 +100,19 @@ def retrieval_stage(
         if out.error is not None:
             samples.append({"id": case.id, "metrics": {}, "error": out.error})
             continue
-        relevant = case.relevant if exact else map_relevant(case.relevant, to_id)
-        ranks = first_ranks(_ids(out, None if exact else to_id), relevant)
+        if level == "text":
+            if not case.relevant_texts:
+                samples.append({"id": case.id, "metrics": {}, "error": "the case has no relevant_texts (match.level: text)"})
+                continue
+            ids, relevant = text_ids(case.relevant_texts, out, min_overlap)
+        else:
+            if not case.relevant:
+                samples.append({"id": case.id, "metrics": {}, "error": "the case has no relevant_doc_ids (its relevant_texts "
+                                "count with match.level: text)"})
+                continue
+            relevant = case.relevant if exact else map_relevant(case.relevant, to_id)
+            ids = _ids(out, None if exact else to_id)
+        ranks = first_ranks(ids, relevant)
         scorer = CaseScorer.from_ranks(ranks, relevant)
         row = [f(scorer) for f in functions]
         rows.append(row)

@@ -18,7 +18,8 @@ from cmarkgfm.cmark import Options
 # the tags the comment's template itself produces (headings, tables, lists, details blocks, alerts, code, the footer)
 TEMPLATE_TAGS = {"p", "h2", "h3", "table", "thead", "tbody", "tr", "th", "td", "code", "strong", "em", "ul", "li",
                  "blockquote", "details", "summary", "sub", "pre"}
-ATTRIBUTES = {("th", "align"), ("td", "align"), ("code", "class"), ("pre", "lang")}  # class/lang: the trend chart's mermaid fence
+# class/lang: the trend chart's mermaid fence; open: a per-group gate's table, opened when a group failed
+ATTRIBUTES = {("th", "align"), ("td", "align"), ("code", "class"), ("pre", "lang"), ("details", "open")}
 REFERENCES = {
     "mention": re.compile(r"(?<![\w@])@[A-Za-z0-9-]"),
     "issue reference": re.compile(r"#\d"),
@@ -47,7 +48,8 @@ class _Walker(HTMLParser):
         if tag not in TEMPLATE_TAGS:
             self.problems.append(f"tag <{tag}>")
         for name, value in attrs:
-            if (tag, name) not in ATTRIBUTES or (name in ("class", "lang") and value not in ("language-mermaid", "mermaid")):
+            if (tag, name) not in ATTRIBUTES or (name in ("class", "lang") and value not in ("language-mermaid", "mermaid")) \
+                    or (name == "open" and value is not None):
                 self.problems.append(f"attribute {name}={value!r} on <{tag}>")
         if tag == "table":
             self.row_widths.append([])

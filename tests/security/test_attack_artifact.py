@@ -93,8 +93,10 @@ def hostile(report: dict[str, Any]) -> tuple[dict[str, Any], int]:
 def artifact(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A real report of a fork's failing pull_request run."""
     with GitHubServer(repos=(REPO,)) as gh:
-        path = fork_report(gh, tmp_path_factory.mktemp("fork"), fail=True)
-    return json.loads(path.read_text(encoding="utf-8"))
+        path = fork_report(gh, tmp_path_factory.mktemp("fork"), fail=True, by_group=True)
+    report = json.loads(path.read_text(encoding="utf-8"))
+    assert any(g.get("groups") for g in report["stages"]["retrieval"]["gates"])  # per-group records are attacked too
+    return report
 
 
 def test_the_hostile_artifact_reaches_every_field_the_schema_lets_through(artifact):

@@ -47,7 +47,8 @@ def test_a_personal_token_edits_its_users_comment_only(tmp_path):
         r = run_action(gh, ws, "pull_request", pr_event(), token=PAT_TOKEN)
         assert r.code == 0 and "comment created" in r.stdout, str(r)
         r = run_action(gh, ws, "pull_request", pr_event(), token=PAT_TOKEN)
-        assert "comment updated" in r.stdout, str(r)  # its own comment, edited in place
+        # its own comment, edited in place ("unchanged" when the run's latencies rounded to the same comment)
+        assert "comment updated" in r.stdout or "comment unchanged" in r.stdout, str(r)
         comments = gh.comments(PR, REPO)
         assert gh.count(method="GET", path=r"^/user$") >= 1
     assert [c["user"]["login"] for c in comments] == ["github-actions[bot]", PAT_USER]
