@@ -64,6 +64,15 @@ def _parser() -> argparse.ArgumentParser:
     gc.add_argument("--mix", metavar="TYPE=SHARE,...", help="the target question-type mix (default: simple=0.4,"
                     "multi_context=0.25,ambiguous=0.15,out_of_scope=0.1,adversarial=0.1)")
 
+    gg = golden_sub.add_parser("generate", parents=[spec], help="write candidate cases from a corpus with the spec's judge")
+    gg.add_argument("--corpus", metavar="FILE", required=True, help="the corpus (JSONL, one {id, text, metadata} a line)")
+    gg.add_argument("--n", type=int, required=True, metavar="N", help="how many candidates")
+    gg.add_argument("--mix", metavar="TYPE=SHARE,...", help="the kinds to write (default: simple=0.4,multi_context=0.25,"
+                    "ambiguous=0.15,out_of_scope=0.1,adversarial=0.1)")
+    gg.add_argument("--seed", type=int, default=0, help="which passages each candidate is made from (default 0)")
+    gg.add_argument("--out", metavar="FILE", required=True, help="where to write the candidates (JSONL; review them, then "
+                    "append them to the golden set)")
+
     cache = sub.add_parser("cache", help="the judge cache")
     cache_sub = cache.add_subparsers(dest="action", required=True, metavar="ACTION")
     cm = cache_sub.add_parser("merge", parents=[spec], help="fold several judge caches (one per shard) into one")
@@ -165,6 +174,64 @@ def cmd_golden_check(args: argparse.Namespace) -> int:
     return 1 if errors else EXIT_PASS
 
 
+def cmd_golden_generate(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from gate.config.loader import load_spec
+    from gate.core.errors import InputError
+    from gate.core.goldencheck import DEFAULT_MIX
+    from gate.core.ranking import id_mapper
+    from gate.goldengen import KINDS, generate
+    from gate.io.files import write_text
+    from gate.io.golden import load_corpus, load_golden_set
+    from gate.stages.judging import judge_settings, open_cache
+
+    if args.n < 1:
+        raise InputError(f"must be at least 1, got {args.n}", key="--n")
+    mix = parse_mix(args.mix) if args.mix else DEFAULT_MIX
+    unknown = sorted(set(mix) - set(KINDS))
+    if unknown:
+        raise InputError(f"golden generate writes {', '.join(KINDS)}; not {', '.join(unknown)}", key="--mix")
+    spec = load_spec(args.config)
+    settings, why_not = judge_settings(spec.data.get("judge"), os.environ, secrets=spec.secrets)
+    if settings is None:
+        raise InputError(f"golden generate writes with the spec's judge: {why_not}", key="judge")
+    corpus = load_corpus(Path(args.corpus), texts=True)
+    existing = load_golden_set(spec.golden_set_path) if spec.golden_set_path.exists() else []
+    cache = open_cache(spec, True)
+    try:
+        outcome = generate(corpus, existing, args.n, mix, settings, cache, seed=args.seed,
+                           to_doc=id_mapper((spec.retrieval or {}).get("match", {})))
+    finally:
+        cache.close()
+    write_text(args.out, "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in outcome.cases), what="candidates")
+    kinds: dict[str, int] = {}
+    for c in outcome.cases:
+        kinds[c["question_type"]] = kinds.get(c["question_type"], 0) + 1
+    calls = int(outcome.usage.get("calls", 0))
+    tokens = int(outcome.usage.get("prompt_tokens", 0)) + int(outcome.usage.get("completion_tokens", 0))
+    fresh = len(outcome.cases) - outcome.cached
+    per = f" ({calls / fresh:.2f} calls and {tokens / fresh:,.0f} tokens a new candidate)" if fresh > 0 and calls else ""
+    print(f"wrote {len(outcome.cases)} candidate(s) to {args.out}: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
+    print(f"judge: {calls} call(s), {tokens:,} tokens{per}; {outcome.cached} from the cache")
+    from gate.render.console import log_safe
+
+    for why in outcome.dropped[:10]:
+        print(log_safe(f"dropped: {why}"))
+    if len(outcome.dropped) > 10:
+        print(f"dropped: ... and {len(outcome.dropped) - 10} more")
+    print("every candidate has metadata.review: pending: runs leave it out until you review it and remove the field "
+          "(or set it to approved); `rag-gate golden check` lists them")
+    if outcome.stopped:
+        print(log_safe(f"rag-gate: stopped early: {outcome.stopped}"), file=sys.stderr)
+        return 3
+    short = {k: w - kinds.get(k, 0) for k, w in outcome.wanted.items() if kinds.get(k, 0) < w}
+    if short:
+        print("fewer than asked: " + ", ".join(f"{k} {n} short" for k, n in short.items()) + " (see dropped above)")
+    return EXIT_PASS
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from gate.config.loader import load_spec
     from gate.io.golden import load_golden_set
@@ -239,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "cache":
             return cmd_cache_merge(args)
         if args.command == "golden":
-            return cmd_golden_check(args)
+            return cmd_golden_generate(args) if args.action == "generate" else cmd_golden_check(args)
         if args.command == "validate":
             return cmd_validate(args)
         if args.command == "history":

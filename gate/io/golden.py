@@ -79,17 +79,26 @@ def load_distractor_file(path: Path) -> dict[str, list[str]]:
     return out
 
 
-def load_corpus_ids(path: Path) -> list[str]:
-    """The document ids of a corpus file (JSONL, one ``{"id", "text", "metadata"}`` a line), in file order; InputError
-    naming the file and line for a line that has no string id."""
-    ids: list[str] = []
+def load_corpus(path: Path, *, texts: bool = False) -> list[tuple[str, str]]:
+    """(id, text) of every document of a corpus file (JSONL, one ``{"id", "text", "metadata"}`` a line), in file order;
+    InputError naming the file and line for a line without a string id (or, with ``texts``, a string text)."""
+    docs: list[tuple[str, str]] = []
     errors: list[InputError] = []
     for lineno, row in iter_jsonl(path):
         doc_id = row.get("id") if isinstance(row, dict) else None
         if not isinstance(doc_id, str) or not doc_id:
             errors.append(InputError("each corpus line must be an object with a non-empty string 'id'", file=str(path), line=lineno))
             continue
-        ids.append(doc_id)
+        text = row.get("text")
+        if texts and not isinstance(text, str):
+            errors.append(InputError("each corpus line needs a string 'text' to write questions from", file=str(path), line=lineno))
+            continue
+        docs.append((doc_id, text if isinstance(text, str) else ""))
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)
-    return ids
+    return docs
+
+
+def load_corpus_ids(path: Path) -> list[str]:
+    """The document ids of a corpus file, in file order (load_corpus)."""
+    return [doc_id for doc_id, _ in load_corpus(path)]

@@ -1,0 +1,180 @@
+"""``rag-gate golden generate``: candidate golden cases from a corpus, written by the spec's judge, for a person to review.
+
+    plan      how many cases of each kind (the mix, by largest remainder) and which passages each is made from
+              (seeded: the same corpus, seed and n give the same plan)
+    write     one judge call per candidate through the run's JudgeClient (its concurrency, budget and retries) and
+              the judge cache's text table (a second run asks nothing); kinds are written concurrently, the cases of a
+              kind one after another (each is asked to differ from the ones before it)
+    keep      a candidate is kept when it is a valid golden case and no near-duplicate of an existing case or of a
+              kept candidate (gate.core.goldencheck); then it gets ``metadata: {generated: true, review: "pending",
+              generator, source_ids}`` and runs leave it out until a reviewer approves it
+
+Every kind uses rag-gate's own prompt (gate.judges.prompts.GENERATE_PROMPT): one call per candidate, cached by
+its inputs. RAGAS's and DeepEval's synthesizers build a knowledge graph or embed the whole corpus first (many
+calls before the first case, none of them keyed for a cache), so a second run would pay again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import hashlib
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gate.core.cases import parse_case
+from gate.core.errors import InputError, RunError
+from gate.core.goldencheck import NEAR, normalised
+from gate.core.model import GoldenCase
+from gate.core.textmatch import squad_tokens
+from gate.judges import JudgeBudgetExceeded, JudgeError, JudgeSettings
+
+KINDS = ("simple", "multi_context", "ambiguous", "out_of_scope", "adversarial")
+ATTEMPTS = 3  # tries per wanted candidate before a kind gives up (near-duplicates, unusable replies)
+AVOID = 20  # questions of the same kind a request shows the judge to differ from
+
+
+def allocate(n: int, mix: Mapping[str, float]) -> dict[str, int]:
+    """``n`` split by ``mix`` (largest remainder: the counts add up to n, each within 1 of n x share)."""
+    total = sum(mix.values()) or 1.0
+    exact = {k: n * v / total for k, v in mix.items()}
+    counts = {k: int(x) for k, x in exact.items()}
+    for k in sorted(exact, key=lambda k: (-(exact[k] - counts[k]), k))[: n - sum(counts.values())]:
+        counts[k] += 1
+    return counts
+
+
+@dataclass
+class Outcome:
+    """What a generation produced: the kept candidates, what was dropped and why, and the judge's usage."""
+
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # one sentence per dropped candidate
+    wanted: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    cached: int = 0  # candidates served from the cache
+    stopped: str | None = None  # why generation stopped early (the judge budget)
+
+
+def _similar(question: str, others: Sequence[list[str]]) -> bool:
+    tokens = squad_tokens(question)
+    return any(difflib.SequenceMatcher(None, tokens, o, autojunk=False).ratio() >= NEAR for o in others if o)
+
+
+def _canary(seed: int, i: int) -> str:
+    return "RG-CANARY-" + hashlib.sha256(f"{seed}\x00{i}".encode()).hexdigest()[:8].upper()
+
+
+def generate(corpus: Sequence[tuple[str, str]], existing: Sequence[GoldenCase], n: int, mix: Mapping[str, float],
+             settings: JudgeSettings, cache: Any, *, seed: int = 0, to_doc: Any = lambda x: x) -> Outcome:
+    """``n`` candidate cases from ``corpus`` ((id, text) pairs) in the ``mix`` of kinds."""
+    from gate.judges import telemetry_off
+    from gate.judges.client import JudgeClient
+    from gate.judges.prompts import GENERATE, case_payload, generate_case, prompt_fingerprint
+
+    unknown = sorted(set(mix) - set(KINDS))
+    if unknown:
+        raise InputError(f"golden generate writes {', '.join(KINDS)}; not {', '.join(unknown)}", key="--mix")
+    usable = [(i, t) for i, t in corpus if t and t.strip()]
+    if not usable:
+        raise InputError("the corpus holds no passage with text to write questions from", key="--corpus")
+    telemetry_off()
+    client = JudgeClient(settings)
+    fp = prompt_fingerprint(GENERATE)
+    outcome = Outcome(wanted=allocate(n, {**dict.fromkeys(KINDS, 0.0), **mix}))
+    seen_text = {normalised(c.question) for c in existing}
+    seen_tokens = [squad_tokens(c.question) for c in existing]
+    lock = asyncio.Lock()
+
+    def passages_for(kind: str, rng: random.Random) -> list[tuple[str, str]]:
+        if kind in ("out_of_scope", "adversarial"):  # the collection's subject only: a few passages, none answering
+            return rng.sample(usable, min(3, len(usable)))
+        first = rng.choice(usable)
+        if kind != "multi_context":
+            return [first]
+        others = [p for p in usable if to_doc(p[0]) != to_doc(first[0])] or [p for p in usable if p != first]
+        return [first, rng.choice(others)] if others else [first]
+
+    async def one_kind(kind: str, wanted: int) -> None:
+        rng = random.Random(f"{seed}\x00{kind}")
+        asked: list[str] = []
+        for attempt in range(wanted * ATTEMPTS):
+            if sum(1 for c in outcome.cases if c["question_type"] == kind) >= wanted or outcome.stopped:
+                return
+            passages = passages_for(kind, rng)
+            canary = _canary(seed, attempt) if kind == "adversarial" else None
+            payload = case_payload(kind, passages, asked[-AVOID:], canary)
+            key = cache.key_text(GENERATE, fp, settings.model, settings.temperature, payload)
+            text = cache.get_text(key)
+            if text is None:
+                try:
+                    reply = await generate_case(client, settings, payload)
+                except JudgeBudgetExceeded as exc:
+                    outcome.stopped = str(exc)
+                    return
+                except JudgeError as exc:
+                    outcome.dropped.append(f"{kind}: the judge failed ({exc})")
+                    continue
+                text = json.dumps(reply, ensure_ascii=False)
+                cache.put_text(key, client.redactor(text), {"kind": GENERATE, "case_kind": kind})
+            else:
+                outcome.cached += 1
+            reply = json.loads(text)
+            asked.append(reply["question"])
+            row = _row(kind, reply, passages, canary, settings.model)
+            async with lock:
+                why = _refused(row, seen_text, seen_tokens)
+                if why:
+                    outcome.dropped.append(f"{kind}: {why}")
+                    continue
+                seen_text.add(normalised(row["question"]))
+                seen_tokens.append(squad_tokens(row["question"]))
+                outcome.cases.append(row)
+
+    async def run() -> None:
+        try:
+            await asyncio.gather(*(one_kind(k, w) for k, w in outcome.wanted.items() if w))
+        finally:
+            outcome.usage = dict(client.usage())
+            await client.aclose()
+
+    asyncio.run(run())
+    order = {k: i for i, k in enumerate(KINDS)}
+    outcome.cases.sort(key=lambda c: order[c["question_type"]])  # stable: within a kind, in the order written
+    if not outcome.cases and outcome.stopped:
+        raise RunError(f"no candidate was written: {outcome.stopped}", hint="raise judge.max_judge_calls")
+    return outcome
+
+
+def _row(kind: str, reply: Mapping[str, Any], passages: Sequence[tuple[str, str]], canary: str | None, model: str) -> dict[str, Any]:
+    question = reply["question"]
+    row: dict[str, Any] = {"id": "gen-" + hashlib.sha1(question.encode()).hexdigest()[:10], "question": question}
+    if kind in ("out_of_scope", "adversarial"):
+        row["type"] = kind
+    else:
+        row["ground_truth"] = reply.get("ground_truth")
+        row["relevant_doc_ids"] = [i for i, _ in passages]
+    row["question_type"] = kind
+    meta: dict[str, Any] = {"generated": True, "review": "pending", "generator": f"rag-gate golden generate ({model})",
+                            "source_ids": [i for i, _ in passages]}
+    if canary:
+        meta["canary"] = canary
+    row["metadata"] = meta
+    return row
+
+
+def _refused(row: Mapping[str, Any], seen_text: set[str], seen_tokens: Sequence[list[str]]) -> str | None:
+    """Why a candidate is not kept: not a valid golden case, or a duplicate of a case or of a kept candidate."""
+    parsed = parse_case(dict(row))
+    if isinstance(parsed, str):
+        return f"not a valid case ({parsed})"
+    if parsed.answerable and not parsed.ground_truth:
+        return "the judge gave no ground_truth"
+    if normalised(row["question"]) in seen_text:
+        return f"duplicate question ({row['question'][:80]})"
+    if _similar(row["question"], seen_tokens):
+        return f"near-duplicate question ({row['question'][:80]})"
+    return None
