@@ -97,6 +97,12 @@ def test_a_group_fails_and_is_named_while_the_whole_set_passes(ws: Path) -> None
     assert [cell.split(">", 1)[1].split("<")[0] for cell in row.split("<td")[2:]] == ["6", "1.0000", "0.0000", "−1.0000", "❌"]
     assert "<td><code>misc</code></td>" in html and "not gated" in html
     assert "category travel (6 cases)" in proc.stdout
+    # the breakdown of every category shows the baseline beside this run's value where it moved
+    comment = (ws / "comment.md").read_text(encoding="utf-8")
+    assert "| category: `travel` | 6 | 1.0000 → 0.0000 | 1.0000 → 0.0000 |" in comment
+    assert "| category: `billing` | 20 | 1.0000 | 1.0000 |" in comment
+    travel = report["stages"]["retrieval"]["breakdown"]["category"]["travel"]
+    assert travel["baseline"] == {"hit_rate@5": 1.0, "mrr": 1.0} and travel["metrics"]["hit_rate@5"] == 0.0
 
 
 def test_a_passing_run_shows_the_groups_closed(ws: Path) -> None:

@@ -112,6 +112,7 @@ class WorseCase(TypedDict, total=False):
 class GroupMetrics(TypedDict):
     n: int
     metrics: dict[str, float]
+    baseline: NotRequired[dict[str, float]]  # the baseline's value over the same cases (means of per-case values)
 
 
 class SampleInfo(TypedDict):

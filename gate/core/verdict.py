@@ -26,7 +26,7 @@ from gate.core.compare import (
     worse_cases,
 )
 from gate.core.gates import DEFAULT_CONFIDENCE, Check, GateDecision, Reference, decide, skipped, stage_status
-from gate.core.report import CaseResult, GroupGate, HistoryEntry, Pairing, StageMeasurement, StageResult, Status, StoredStage, Verdict
+from gate.core.report import CaseResult, GroupGate, GroupMetrics, HistoryEntry, Pairing, StageMeasurement, StageResult, Status, StoredStage, Verdict
 from gate.core.report import Reference as ReferenceDoc
 
 DEFAULT_WINDOW = 7
@@ -71,6 +71,26 @@ def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapp
             decision = by_group(decision, gate, samples, refs)
         decisions.append(decision)
     return decisions
+
+
+def baseline_breakdown(breakdown: Mapping[str, Mapping[str, GroupMetrics]], base_samples: Sequence[CaseResult],
+                       groups: Mapping[str, Mapping[str, Sequence[str]]]) -> dict[str, dict[str, GroupMetrics]]:
+    """The breakdown with each group's baseline value beside this run's: the mean of the baseline's per-case values over
+    the group's cases (context_recall@k, a micro average over passages, is left out: its group value is not a mean)."""
+    out: dict[str, dict[str, GroupMetrics]] = {}
+    for dimension, rows in breakdown.items():
+        out[dimension] = {}
+        for group, row in rows.items():
+            ids = set(groups.get(dimension, {}).get(group, ()))
+            base: dict[str, float] = {}
+            for metric in row["metrics"]:
+                if metric.startswith("context_recall"):
+                    continue
+                values = [s["metrics"][metric] for s in base_samples if s["id"] in ids and metric in s["metrics"]]
+                if values:
+                    base[metric] = math.fsum(values) / len(values)
+            out[dimension][group] = {**row, "baseline": base} if base else dict(row)  # type: ignore[assignment]
+    return out
 
 
 def by_group(overall: GateDecision, gate: Mapping[str, Any], samples: Sequence[CaseResult], refs: StageReferences) -> GateDecision:
@@ -133,6 +153,8 @@ def gate_stage(name: str, measured: StageMeasurement, gates: Mapping[str, Mappin
         window = max([int(g["trend"].get("window", DEFAULT_WINDOW)) for g in gates.values() if "trend" in g] or [DEFAULT_WINDOW])
         reference = mean_cases(name, [e for e in refs.history if name in e["stages"]][-window:])
     result["baseline_metrics"] = {m: v for m, v in (refs.baseline or {"metrics": {}})["metrics"].items() if m in measured["metrics"]}
+    if refs.baseline and refs.baseline.get("samples") and "breakdown" in result:
+        result["breakdown"] = baseline_breakdown(result["breakdown"], refs.baseline.get("samples", []), refs.groups or {})
     pairing = measured.get("pairing", {})
     same_run = next((p for key, p in sorted(pairing.items()) if p["method"] == "same run" and key == "baseline"),
                     next((p for _, p in sorted(pairing.items()) if p["method"] == "same run"), None))

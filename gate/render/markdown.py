@@ -278,7 +278,8 @@ def _group_gates(stage: StageResult, max_cases: int) -> list[str]:
 
 
 def _breakdown(stage: StageResult, max_cases: int) -> list[str]:
-    """Collapsible table of the stage's metrics per category and per tag: at most ``max_cases`` groups, as for cases."""
+    """Collapsible table of the stage's metrics per category and per tag (after the baseline's value when it moved): at
+    most ``max_cases`` groups, as for cases."""
     groups = stage.get("breakdown", {})
     every = [(dimension, group, row) for dimension, rows in groups.items() for group, row in rows.items()]
     shown = every[:max_cases]
@@ -288,9 +289,17 @@ def _breakdown(stage: StageResult, max_cases: int) -> list[str]:
     lines = [f"<details><summary>By category and tag{_showing(shown, every)}</summary>", "",
              "| Group | Cases | " + " | ".join(code(m) for m in names) + " |", "|---|---:|" + "---:|" * len(names)]
     for dimension, group, row in shown:
-        values = " | ".join(fmt_value(m, row["metrics"].get(m)) for m in names)
+        base = row.get("baseline") or {}
+        values = " | ".join(_then_now(m, base.get(m), row["metrics"].get(m)) for m in names)
         lines.append(f"| {cell(dimension)}: {code(group, 40)} | {int(row['n'])} | {values} |")
     return lines + ["", "</details>", ""]
+
+
+def _then_now(metric: str, baseline: float | None, value: float | None) -> str:
+    """A breakdown cell: the value, after the baseline's when it moved ("1.0000 → 0.0000")."""
+    if baseline is None or value is None or fmt_delta(metric, value - baseline) == "±0":
+        return fmt_value(metric, value)
+    return f"{fmt_value(metric, baseline)} → {fmt_value(metric, value)}"
 
 
 def _age_days(then: str | None, now: str | None) -> int | None:
