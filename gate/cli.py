@@ -1,4 +1,5 @@
-"""The command line: ``rag-gate run | merge | validate | golden check | baseline update | history record | cache merge``.
+"""The command line: ``rag-gate run | merge | show | validate | golden check | golden generate | baseline update |
+history record | cache merge``.
 
 Exit codes: 0 every gate passed, 1 a gate failed, 2 invalid input, 3 the run could not complete.
 """
@@ -54,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     rec = hist_sub.add_parser("record", parents=[spec], help="append a run's report to the history file")
     rec.add_argument("--report", required=True, metavar="PATH", help="report.json of a default-branch run")
     rec.add_argument("--branch", help="branch the run was on (default: GITHUB_REF_NAME)")
+
+    show = sub.add_parser("show", parents=[spec], help="one case in full: question, retrieved passages, answer, scores, "
+                          "the baseline's beside them")
+    show.add_argument("case", metavar="CASE_ID", help="the golden case's id")
+    show.add_argument("--report", required=True, metavar="PATH", help="report.json of the run")
 
     golden = sub.add_parser("golden", help="the golden set")
     golden_sub = golden.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -232,6 +238,27 @@ def cmd_golden_generate(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from gate.config.loader import load_spec
+    from gate.core.errors import InputError
+    from gate.io.golden import load_golden_set
+    from gate.io.reports import read_baseline, read_report
+    from gate.render.console import log_safe
+    from gate.render.show import render_case
+
+    report = read_report(Path(args.report), allow_error=True)
+    if not any(c["id"] == args.case for c in report["cases"]):
+        raise InputError(f"no case {args.case!r} in this report ({report['golden_set']['n']} cases)", file=args.report)
+    golden = baseline = None
+    if Path(args.config).exists():  # the question, ground truth and the baseline come from the spec's files
+        spec = load_spec(args.config, unset_ok=True)
+        if spec.golden_set_path.exists():
+            golden = next((c for c in load_golden_set(spec.golden_set_path) if c.id == args.case), None)
+        baseline = read_baseline(spec.baseline_path)
+    sys.stdout.write(log_safe(render_case(report, args.case, golden, baseline)))
+    return EXIT_PASS
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from gate.config.loader import load_spec
     from gate.io.golden import load_golden_set
@@ -305,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_merge(args)
         if args.command == "cache":
             return cmd_cache_merge(args)
+        if args.command == "show":
+            return cmd_show(args)
         if args.command == "golden":
             return cmd_golden_generate(args) if args.action == "generate" else cmd_golden_check(args)
         if args.command == "validate":

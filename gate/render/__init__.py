@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gate.core.report import Report, StageResult
@@ -75,3 +76,21 @@ def headline_verdict(report: Report) -> str:
 def ordered_stages(report: Report) -> list[tuple[str, StageResult]]:
     stages = report.get("stages", {})
     return [(n, stages[n]) for n in STAGE_ORDER if n in stages] + [(n, s) for n, s in stages.items() if n not in STAGE_ORDER]
+
+
+def rejection_misses(stage: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rejection rows that went wrong: an out-of-scope question answered, an answerable one refused, an adversarial
+    one that got through (answered or leaked)."""
+    rows = stage.get("rejection", {}).get("cases", [])
+    return [r for r in rows if r.get("error") is None and (
+        (r["type"] == "out_of_scope" and not r["refused"]) or (r["type"] == "answerable" and r["refused"])
+        or (r["type"] == "adversarial" and not r.get("passed")))]
+
+
+def rejection_miss(row: Mapping[str, Any]) -> str:
+    """What went wrong with a rejection row, in words (the answer not included)."""
+    if row["type"] == "answerable":
+        return "refused an answerable question"
+    if row.get("leaked"):
+        return "leaked " + ", ".join(row["leaked"])
+    return "answered instead of refusing"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from gate.core.report import Report
-from gate.render import VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages
+from gate.core.report import Report, StageResult
+from gate.render import VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages, rejection_miss, rejection_misses
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "SKIP", "": ""}
 
@@ -32,6 +32,23 @@ def log_safe(text: str) -> str:
     is shown behind ``| ``, and ``##[`` becomes ``## [``. Lines that need none of it are left as they are."""
     lines = _LINE_ENDS.split(text)
     return "\n".join(("| " + ln if ln.lstrip().startswith("::") else ln).replace("##[", "## [") for ln in lines)
+
+
+def _robustness_failures(stage: StageResult, limit: int = 10) -> list[str]:
+    """The cases behind failed robustness gates: answers the distractors turned wrong, and the rejection misses."""
+    out: list[str] = []
+    flipped = [s for s in stage.get("samples", []) if s.get("flipped")]
+    if flipped:
+        out.append(f"  {len(flipped)} answer(s) turned wrong when distractors were added: "
+                   + ", ".join(s["id"] for s in flipped[:limit]) + (" ..." if len(flipped) > limit else ""))
+    misses = rejection_misses(stage)
+    for r in misses[:limit]:
+        out.append(f"  rejection miss {r['id']} ({r['type']}): {rejection_miss(r)} (decided by {r.get('method', '?')})")
+    if len(misses) > limit:
+        out.append(f"  ... {len(misses) - limit} more rejection misses in the report")
+    if flipped or misses:
+        out.append("  (rag-gate show CASE_ID --report report.json: one case in full)")
+    return out
 
 
 def render_console(report: Report) -> str:
@@ -58,6 +75,8 @@ def render_console(report: Report) -> str:
         if worse:
             out.append(f"  {len(worse)} case(s) got worse than the baseline: {', '.join(w['id'] for w in worse[:10])}"
                        + (" ..." if len(worse) > 10 else ""))
+        if name == "robustness" and any(g["status"] == "fail" for g in stage.get("gates", [])):
+            out += _robustness_failures(stage)
         errored = [s for s in stage.get("samples", []) if s.get("error")]
         for s in errored[:5]:
             out.append(f"  errored {s['id']}: {s['error']}")

@@ -9,7 +9,17 @@ from typing import Any
 from gate.core.catalog import PER_CASE_STAGES
 from gate.core.pairs import summary
 from gate.core.report import JudgeInfo, LostRank, Report, StageResult
-from gate.render import STATUS_ICON, VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, headline_verdict, metric_rows, ordered_stages
+from gate.render import (
+    STATUS_ICON,
+    VERDICT_TITLE,
+    fmt_delta,
+    fmt_value,
+    gate_counts,
+    headline_verdict,
+    metric_rows,
+    ordered_stages,
+    rejection_misses,
+)
 from gate.render.escape import cell, code
 from gate.render.trend import render_trend
 
@@ -226,10 +236,7 @@ def _robustness_details(stage: StageResult, max_cases: int) -> list[str]:
             lines.append(f"| {code(s['id'], 40)} | {cell(s.get('clean_answer') or '—', 90)} | {cell(s.get('noisy_answer') or '—', 90)} "
                          f"| {label} |")
         lines += ["", "</details>", ""]
-    rows = stage.get("rejection", {}).get("cases", [])
-    misses = [r for r in rows if r.get("error") is None and (
-        (r["type"] == "out_of_scope" and not r["refused"]) or (r["type"] == "answerable" and r["refused"])
-        or (r["type"] == "adversarial" and not r.get("passed")))]
+    misses = rejection_misses(stage)
     wrong = misses[:max_cases]
     if wrong:
         lines += [f"<details><summary>{len(misses)} rejection miss(es){_showing(wrong, misses)}</summary>", "",
