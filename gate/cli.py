@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--report", required=True, metavar="PATH", help="report.json of a default-branch run")
     rec.add_argument("--branch", help="branch the run was on (default: GITHUB_REF_NAME)")
 
+    plan = sub.add_parser("plan", parents=[spec], help="what a run will do and spend: cases, samples, judge calls, cache, cost")
+    plan.add_argument("--no-target", action="store_true", help="do not ask the target for the sampled answers (then nothing "
+                      "counts as cached)")
+
     show = sub.add_parser("show", parents=[spec], help="one case in full: question, retrieved passages, answer, scores, "
                           "the baseline's beside them")
     show.add_argument("case", metavar="CASE_ID", help="the golden case's id")
@@ -238,6 +242,14 @@ def cmd_golden_generate(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from gate.plan import make_plan, render_plan
+    from gate.render.console import log_safe
+
+    sys.stdout.write(log_safe(render_plan(make_plan(args.config, ask_target=not args.no_target))))
+    return EXIT_PASS
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from gate.config.loader import load_spec
     from gate.core.errors import InputError
@@ -332,6 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_merge(args)
         if args.command == "cache":
             return cmd_cache_merge(args)
+        if args.command == "plan":
+            return cmd_plan(args)
         if args.command == "show":
             return cmd_show(args)
         if args.command == "golden":

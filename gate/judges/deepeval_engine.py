@@ -189,7 +189,7 @@ class DeepEvalEngine:
         lock = self._steps_locks.setdefault(name, asyncio.Lock())
         async with lock:
             if name not in self._steps:
-                kept = self._kept_steps(name)
+                kept = self.kept_steps(name)
                 if kept:
                     self._steps[name] = kept
                 else:
@@ -207,7 +207,7 @@ class DeepEvalEngine:
         return self._cache.key_text("geval_steps", self.prompt_fingerprint(name), self._settings.model, self._settings.temperature,
                                     {"criterion": name})
 
-    def _kept_steps(self, name: str) -> list[str] | None:
+    def kept_steps(self, name: str) -> list[str] | None:
         key = self._steps_key(name)
         text = self._cache.get_text(key) if self._cache is not None and key else None
         try:

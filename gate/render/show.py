@@ -43,7 +43,7 @@ def render_case(report: Report, case_id: str, golden: GoldenCase | None = None, 
         answer = _baseline_answer(baseline, case_id)
         if answer is not None and answer != out["answer"]:
             lines.append(f"baseline's answer: {answer}")
-    base_stages = (baseline or {}).get("stages", {})
+    base_stages: Mapping[str, Any] = baseline["stages"] if baseline else {}
     for name, stage in ordered_stages(report):
         row = _case_row(stage.get("samples", []), case_id)
         base_row = _case_row(base_stages.get(name, {}).get("samples", []), case_id)
