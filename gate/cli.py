@@ -41,7 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument("--junit", metavar="PATH", help="write JUnit XML (one test case per gate) here")
     merge.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
 
-    sub.add_parser("validate", parents=[spec], help="check the spec and the golden set without running anything")
+    val = sub.add_parser("validate", parents=[spec], help="check the spec and the golden set without running anything")
+    val.add_argument("--ping", action="store_true", help="also ask the target one question and the judge one tiny call, "
+                     "and say whether each answered and how fast (exit 3 when one did not)")
 
     base = sub.add_parser("baseline", help="manage the baseline file")
     base_sub = base.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -294,6 +296,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
                   + (f", {len(target.unmatched)} lines match no case" if target.unmatched else ""))
         else:
             print(f"{path}: not there yet (it is read when `rag-gate run` starts)")
+    if args.ping:
+        from gate.ping import ping_judge, ping_target
+        from gate.render.console import log_safe
+
+        ok_target, said_target = ping_target(spec, cases)
+        ok_judge, said_judge = ping_judge(spec)
+        print(log_safe(said_target))
+        print(log_safe(said_judge))
+        if not (ok_target and ok_judge):
+            return 3
     return EXIT_PASS
 
 
