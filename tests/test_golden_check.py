@@ -52,11 +52,13 @@ def crafted() -> list[dict[str, Any]]:
     return rows
 
 
-def write_project(ws: Path, rows: list[dict[str, Any]]) -> None:
+def write_project(ws: Path, rows: list[dict[str, Any]], unused: int = 0) -> None:
+    """The spec, the golden set and a corpus holding every relevant id but doc-missing (and ``unused`` more documents)."""
     ws.mkdir(exist_ok=True)
     (ws / "rag-eval.yml").write_text(SPEC, encoding="utf-8")
     (ws / "golden.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    ids = [f"doc-{i}" for i in range(18)] + ["doc-unused-1", "doc-unused-2"]
+    relevant = [d for r in rows for d in r.get("relevant_doc_ids") or [] if d != "doc-missing"]
+    ids = list(dict.fromkeys(relevant)) + [f"doc-unused-{i}" for i in range(1, unused + 1)]
     (ws / "corpus.jsonl").write_text("".join(json.dumps({"id": d, "text": f"text of {d}"}) + "\n" for d in ids), encoding="utf-8")
 
 
@@ -78,13 +80,10 @@ def test_the_crafted_set_yields_exactly_its_findings_and_exit_1(tmp_path: Path) 
         ("near_duplicate", "warning", ("c03", "c04")),
         ("no_out_of_scope", "warning", ()),
         ("pending_review", "warning", ("c10",)),
-        ("uncovered_documents", "info", ()),  # doc-7 (its case points elsewhere) and the two unused documents
     }
-    uncovered = next(f for f in report["findings"] if f["code"] == "uncovered_documents")
-    assert "3 of 20 corpus documents" in uncovered["message"] and "doc-unused-1" in uncovered["message"]
     assert report["counts"]["question_type"] == {"simple": 9, "multi_context": 5, "ambiguous": 4, "adversarial": 2}
     assert report["counts"]["pending_review"] == 1
-    assert "error   unknown_relevant_id" in proc.stdout and "1 error(s), 3 warning(s), 1 note(s)" in proc.stdout
+    assert "error   unknown_relevant_id" in proc.stdout and "1 error(s), 3 warning(s), 0 note(s)" in proc.stdout
 
 
 def test_a_clean_set_exits_0_and_an_unreadable_one_exits_2(tmp_path: Path) -> None:
@@ -95,10 +94,12 @@ def test_a_clean_set_exits_0_and_an_unreadable_one_exits_2(tmp_path: Path) -> No
     del rows[10]["metadata"]
     rows.append({"id": "oos1", "question": "What is the weather on Mars tomorrow?", "type": "out_of_scope"})
     rows.append({"id": "oos2", "question": "Who will win the next football world cup?", "type": "out_of_scope"})
-    write_project(ws, rows)
+    write_project(ws, rows, unused=2)
     proc = golden_check(ws, "--corpus", "corpus.jsonl", "--json", "-")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert {f["code"] for f in json.loads(proc.stdout)["findings"]} == {"uncovered_documents"}
+    (uncovered,) = json.loads(proc.stdout)["findings"]
+    assert uncovered["code"] == "uncovered_documents" and uncovered["level"] == "info"
+    assert "2 of 20 corpus documents are relevant to no case (doc-unused-1, doc-unused-2)" in uncovered["message"]
     (ws / "corpus.jsonl").write_text('{"id": "doc-1"}\n{"text": "no id"}\n', encoding="utf-8")
     bad = golden_check(ws, "--corpus", "corpus.jsonl")
     assert bad.returncode == 2 and "corpus.jsonl:2: each corpus line must be an object with a non-empty string 'id'" in bad.stderr
