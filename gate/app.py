@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
@@ -39,51 +38,106 @@ def write_outputs(report: Report, outputs: Outputs) -> None:
         write_text(outputs.junit, render_junit(report), what="JUnit XML")
 
 
-def progress(enabled: bool, stream: TextIO | None = None) -> tuple[Callable[[int, str], None] | None,
-                                                                  Callable[[TargetOutput], None] | None, Callable[[], None]]:
-    """(on_start, on_done, close) callbacks: a progress bar on a terminal, two plain lines in CI logs."""
-    if not enabled:
-        return None, None, lambda: None
-    out = stream or sys.stderr
-    state: dict[str, Any] = {"done": 0, "errors": 0, "total": 0}
-    tty = out.isatty()
+class Progress:
+    """What a run says while it works, on stderr: a bar for the target's calls and one per judge stage's scores (count,
+    rate, time left) on a terminal; in CI logs a line when each starts and one every ``every`` seconds. Closing, the
+    time the target took and the time the judges took, each on its own line."""
 
-    def on_start(total: int, kind: str) -> None:
-        state["start"] = time.perf_counter()
-        state["total"] = total
-        if tty:
+    def __init__(self, enabled: bool, stream: TextIO | None = None, every: float = 10.0) -> None:
+        self.enabled = enabled
+        self.out = stream or sys.stderr
+        self.tty = self.out.isatty()
+        self.every = every
+        self.target: dict[str, Any] = {"done": 0, "errors": 0}
+        self.judge: dict[str, dict[str, Any]] = {}
+        self.bars: dict[str, Any] = {}
+
+    # -- the target (RunOptions.on_start / on_done)
+    def on_start(self, total: int, kind: str) -> None:
+        self.target.update(start=time.perf_counter(), total=total)
+        self._open("target", total, f"asking the {kind} target", "case",
+                   f"rag-gate: asking the {kind} target for {total} cases")
+
+    def on_done(self, result: TargetOutput) -> None:
+        self.target["done"] += 1
+        self.target["errors"] += result.error is not None
+        self.target["last"] = time.perf_counter()  # the target's time ends with its last answer (judging comes after)
+        self._tick("target", self.target["done"], self.target.get("total", 0), self.target["start"], "cases answered")
+
+    # -- the judges (gate.stages.judging.JudgeProgress)
+    def start(self, stage: str, total: int) -> None:
+        if total <= 0:
+            return
+        now = time.perf_counter()
+        self.judge[stage] = {"start": now, "total": total, "done": 0, "last": now, "said": now}
+        self._open(stage, total, f"judging {stage}", "score", f"rag-gate: judging {stage}: {total} scores to compute")
+
+    def done(self, stage: str) -> None:
+        state = self.judge.get(stage)
+        if state is None:
+            return
+        state["done"] += 1
+        state["last"] = time.perf_counter()
+        self._tick(stage, state["done"], state["total"], state["start"], "scores")
+
+    def _open(self, key: str, total: int, desc: str, unit: str, line: str) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
             from tqdm import tqdm
 
-            state["bar"] = tqdm(total=total, desc=f"asking the {kind} target", unit="case", file=out, leave=False, dynamic_ncols=True)
+            self.bars[key] = tqdm(total=total, desc=desc, unit=unit, file=self.out, leave=False, dynamic_ncols=True)
         else:
-            print(f"rag-gate: asking the {kind} target for {total} cases", file=out, flush=True)
+            print(line, file=self.out, flush=True)
+            (self.judge.get(key) or self.target)["said"] = time.perf_counter()
 
-    def on_done(result: TargetOutput) -> None:
-        state["done"] += 1
-        state["errors"] += result.error is not None
-        state["last"] = time.perf_counter()  # the target's time ends with its last answer (judging comes after)
-        if "bar" in state:
-            state["bar"].update(1)
+    def _tick(self, key: str, done: int, total: int, started: float, what: str) -> None:
+        if not self.enabled:
+            return
+        if key in self.bars:
+            self.bars[key].update(1)
+            return
+        state = self.judge.get(key) or self.target
+        now = time.perf_counter()
+        if now - state.get("said", started) < self.every or done >= total:
+            return
+        state["said"] = now
+        rate = done / (now - started) if now > started else 0.0
+        left = f", about {(total - done) / rate:.0f} s left" if rate else ""
+        name = "the target" if key == "target" else f"judging {key}"
+        print(f"rag-gate: {name}: {done} of {total} {what} ({rate:.1f}/s{left})", file=self.out, flush=True)
 
-    def close() -> None:
-        if "bar" in state:
-            state["bar"].close()
-        if "start" in state:
-            took = state.get("last", state["start"]) - state["start"]
-            done, errors = state["done"], state["errors"]
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        if not self.enabled:
+            return
+        if "start" in self.target:
+            took = self.target.get("last", self.target["start"]) - self.target["start"]
+            done, errors = self.target["done"], self.target["errors"]
             print(f"rag-gate: the target took {took:.1f} s for {done} case{'s' if done != 1 else ''}: {done - errors} answered, "
-                  f"{errors} errored", file=out, flush=True)
+                  f"{errors} errored", file=self.out, flush=True)
+        if self.judge:
+            first = min(s["start"] for s in self.judge.values())
+            last = max(s["last"] for s in self.judge.values())
+            scores = sum(s["done"] for s in self.judge.values())
+            stages = ", ".join(f"{name} {s['done']}" for name, s in self.judge.items())
+            print(f"rag-gate: the judges took {last - first:.1f} s for {scores} score{'s' if scores != 1 else ''} ({stages})",
+                  file=self.out, flush=True)
 
-    return on_start, on_done, close
+
+def progress(enabled: bool, stream: TextIO | None = None) -> Progress:
+    """The run's progress reporter (a no-op when not ``enabled``)."""
+    return Progress(enabled, stream)
 
 
 def run_and_write(config: str, outputs: Outputs, options: RunOptions, *, show_progress: bool = True, quiet: bool = False) -> Report:
     """Run the spec, write the outputs, print the console report (stderr when report.json goes to stdout)."""
-    on_start, on_done, close = progress(show_progress and not quiet)
+    shown = progress(show_progress and not quiet)
     try:
-        report = run(config, replace(options, on_start=on_start, on_done=on_done))
+        report = run(config, replace(options, on_start=shown.on_start, on_done=shown.on_done, judge_progress=shown))
     finally:
-        close()
+        shown.close()
     return written(report, outputs, quiet)
 
 
@@ -105,11 +159,11 @@ def run_shard_and_write(config: str, shard: tuple[int, int], part_path: str, opt
     from gate.render.console import log_safe
     from gate.shards import run_shard
 
-    on_start, on_done, close = progress(show_progress and not quiet)
+    shown = progress(show_progress and not quiet)
     try:
-        part = run_shard(config, shard, replace(options, on_start=on_start, on_done=on_done))
+        part = run_shard(config, shard, replace(options, on_start=shown.on_start, on_done=shown.on_done, judge_progress=shown))
     finally:
-        close()
+        shown.close()
     write_text(part_path, document_json(part, "part", compact=True, fast=True) + "\n", what="part")
     out = sys.stderr if part_path == "-" else sys.stdout
     index, of = shard

@@ -144,7 +144,7 @@ def judge_references(spec: Spec, baseline: ReferenceDoc | None, source: str | No
 
 def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, TargetOutput], target: Any,
                    use_cache: bool, deadline: Deadline = NO_DEADLINE, references: Sequence[ReferenceRun] = (),
-                   only: Collection[str] | None = None) -> dict[str, StageMeasurement]:
+                   only: Collection[str] | None = None, progress: Any = None) -> dict[str, StageMeasurement]:
     """Run the generation and robustness stages the spec configures (they share one judge cache). ``references``: the
     runs the generation stage's relative gates compare with (judge_references). ``only``: a shard's case ids (every
     sample is drawn from ``cases``, the whole golden set, then restricted to them); ``outputs`` holds theirs."""
@@ -160,7 +160,8 @@ def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, T
             from gate.stages.generation import generation_stage
 
             judged["generation"] = generation_stage(stages_cfg["generation"], spec.data.get("judge"), cases, outputs, cache,
-                                                    secrets=spec.secrets, deadline=deadline, references=references, only=only)
+                                                    secrets=spec.secrets, deadline=deadline, references=references, only=only,
+                                                    progress=progress)
         if stages_cfg.get("robustness"):
             from gate.io.golden import load_distractor_file
             from gate.stages.robustness import robustness_stage
@@ -171,7 +172,7 @@ def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, T
             judged["robustness"] = robustness_stage(
                 cfg, spec.data.get("judge"), cases, outputs, target, cache, match=(spec.retrieval or {}).get("match", {}),
                 precomputed=getattr(target, "noise", None), file_distractors=files, secrets=spec.secrets, deadline=deadline,
-                only=only,
+                only=only, progress=progress,
             )
     finally:
         cache.close()  # folds the WAL back into the one file that CI caches carry
@@ -397,6 +398,7 @@ class RunOptions:
     choose_baseline: BaselineChooser | None = None  # picks the baseline from the history; None: the committed file
     on_start: Callable[[int, str], None] | None = None
     on_done: Callable[[TargetOutput], None] | None = None
+    judge_progress: Any = None  # gate.stages.judging.JudgeProgress: told of each judge stage's scores as they come
 
 
 @dataclass
@@ -461,7 +463,7 @@ def measure(loaded: Loaded, options: RunOptions, only: Sequence[GoldenCase] | No
         references = judge_references(spec, loaded.baseline, loaded.source, loaded.history, text_table(loaded.baseline, *loaded.entries))
         # robustness asks the target again
         judged = measure_judged(spec, cases, outputs, target, options.use_cache, loaded.deadline, references,
-                                None if only is None else {c.id for c in only})
+                                None if only is None else {c.id for c in only}, options.judge_progress)
     finally:
         target.close()
     return Measured(outputs, judged, target.kind, list(getattr(target, "unmatched", [])))

@@ -25,6 +25,7 @@ from gate.deadline import NO_DEADLINE, Deadline
 from gate.judges import Engine, JudgeSettings
 from gate.stages.judging import (
     EngineFactory,
+    JudgeProgress,
     Task,
     build_engines,
     close_all,
@@ -36,6 +37,7 @@ from gate.stages.judging import (
     split_cached,
     storing,
     task_key,
+    ticking,
 )
 from gate.stages.pairing import confirmed, plan_pairs, records, settle, to_confirm
 
@@ -84,6 +86,7 @@ def generation_stage(
     deadline: Deadline = NO_DEADLINE,
     references: Sequence[ReferenceRun] = (),
     only: Collection[str] | None = None,
+    progress: JudgeProgress | None = None,
 ) -> StageMeasurement:
     """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage). ``references``: the
     runs its relative gates compare with; every judged case is paired with each (gate.stages.pairing). ``only``: a
@@ -119,12 +122,15 @@ def generation_stage(
     case_drop = {m: float(g["case_drop"]) for m, g in (cfg.get("gates") or {}).items() if "case_drop" in g}
     store = storing(cache, model)
     limit = in_flight(settings)
+    if progress is not None:
+        progress.start("generation", len(todo) + len(recheck) + len(fresh))
 
     async def judge_all() -> tuple[dict[int, float | str], dict[int, float | str]]:
         try:
-            first, second, again = await asyncio.gather(judge_tasks(todo, engines, on_result=store, deadline=deadline, in_flight=limit),
-                                                        judge_tasks(recheck, engines, deadline=deadline, in_flight=limit),
-                                                        judge_tasks(fresh, engines, on_result=store, deadline=deadline, in_flight=limit))
+            stored, counted = ticking(progress, "generation", store), ticking(progress, "generation")
+            first, second, again = await asyncio.gather(judge_tasks(todo, engines, on_result=stored, deadline=deadline, in_flight=limit),
+                                                        judge_tasks(recheck, engines, on_result=counted, deadline=deadline, in_flight=limit),
+                                                        judge_tasks(fresh, engines, on_result=stored, deadline=deadline, in_flight=limit))
             settle(pairing, {t.key: first[i] for i, t in enumerate(todo)}, {t.key: again[i] for i, t in enumerate(fresh)}, cache, model)
             confirm = to_confirm(pairing, case_drop, cache)
             if confirm:  # a drop above case_drop: both sides judged once more before the gate may fail on it

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gate.core.catalog import MetricPlan
 from gate.core.model import GoldenCase, TargetOutput
@@ -54,6 +54,28 @@ class Task:
 
 
 EngineFactory = Callable[..., "tuple[dict[str, Engine], JudgeClient | None]"]
+
+
+class JudgeProgress(Protocol):
+    """Where a judge stage says how far it is: ``start`` with the scores it will judge, ``done`` after each."""
+
+    def start(self, stage: str, total: int) -> None: ...
+
+    def done(self, stage: str) -> None: ...
+
+
+def ticking(progress: JudgeProgress | None, stage: str,
+            then: Callable[[Task, float | str], None] | None = None) -> Callable[[Task, float | str], None] | None:
+    """An on_result callback that tells ``progress`` of each result (and calls ``then``)."""
+    if progress is None:
+        return then
+
+    def tick(task: Task, result: float | str) -> None:
+        if then is not None:
+            then(task, result)
+        progress.done(stage)
+
+    return tick
 
 
 def build_engines(names: set[str], settings: JudgeSettings | None, criteria: dict[str, str],

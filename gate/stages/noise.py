@@ -32,7 +32,19 @@ from gate.core.sampling import sample_from
 from gate.core.textmatch import squad_tokens, text_matches
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.judges import JudgeInput, JudgeSettings
-from gate.stages.judging import Task, build_engines, close_all, in_flight, judge_tasks, merge_usage, split_cached, storing, task_key
+from gate.stages.judging import (
+    JudgeProgress,
+    Task,
+    build_engines,
+    close_all,
+    in_flight,
+    judge_tasks,
+    merge_usage,
+    split_cached,
+    storing,
+    task_key,
+    ticking,
+)
 
 if TYPE_CHECKING:
     from gate.judges.cache import ScoreCache
@@ -243,7 +255,7 @@ def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], t
 
 
 def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings | None, cache: ScoreCache, threshold: float,
-                      deadline: Deadline = NO_DEADLINE) -> Usage:
+                      deadline: Deadline = NO_DEADLINE, progress: JudgeProgress | None = None) -> Usage:
     """Step 3: both answers scored against ground_truth (cached; identical answers judged once); the judge usage."""
     engines, client = build_engines({plan.engine}, settings, {"correctness": CORRECTNESS_CRITERION}, cache)
     engine = engines[plan.engine]
@@ -263,10 +275,13 @@ def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings |
 
     async def judge_all() -> dict[int, float | str]:
         try:
-            return await judge_tasks(todo, engines, on_result=storing(cache, model), deadline=deadline, in_flight=in_flight(settings))
+            return await judge_tasks(todo, engines, on_result=ticking(progress, "robustness", storing(cache, model)), deadline=deadline,
+                                     in_flight=in_flight(settings))
         finally:
             await close_all(engines, client)
 
+    if progress is not None and todo and plan.engine != "offline":
+        progress.start("robustness", len(todo))
     fresh = asyncio.run(judge_all()) if todo else {}
     by_key: dict[str, float | str] = {**cached, **{t.key: fresh[i] for i, t in enumerate(todo)}}
     scores = {t.case_id: by_key[t.key] for t in tasks}
@@ -290,7 +305,7 @@ def noise_test(
     cfg: Mapping[str, Any], plan: MetricPlan, settings: JudgeSettings | None, cases: Sequence[GoldenCase],
     outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int, cache: ScoreCache,
     match: Mapping[str, Any], precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
-    deadline: Deadline = NO_DEADLINE, only: Collection[str] | None = None,
+    deadline: Deadline = NO_DEADLINE, only: Collection[str] | None = None, progress: JudgeProgress | None = None,
 ) -> tuple[list[CaseResult], int, NoiseInfo]:
     """Per-case noise rows, the number of target calls made, and how the test ran (with its judge usage).
     ``target`` None: the answers come from ``precomputed`` (a results file's noise.noisy_answer). The sample is drawn
@@ -306,7 +321,7 @@ def noise_test(
     choose_distractors(run, outputs, settings, cache, match, precomputed, file_distractors)
     calls = answer_clean_and_noisy(run, outputs, target, concurrency, precomputed, int(cfg.get("seed", 0)), deadline)
     threshold = float(cfg.get("correctness", {}).get("threshold", 0.5))
-    judged = judge_correctness(run, plan, settings, cache, threshold, deadline)
+    judged = judge_correctness(run, plan, settings, cache, threshold, deadline, progress)
     info: NoiseInfo = {**merge_usage(judged, run.usage), "cache_hits": judged.get("cache_hits", 0),  # type: ignore[typeddict-item]
                        "cache_misses": judged.get("cache_misses", 0),
                        "method": "judge" if plan.engine != "offline" else OFFLINE_METHOD,

@@ -15,7 +15,7 @@ from gate.core.rejection import DEFAULT_REFUSAL_PHRASES, detect_refusal, rejecti
 from gate.core.report import CaseResult, NoiseInfo, StageMeasurement, Usage
 from gate.deadline import NO_DEADLINE, Deadline
 from gate.judges import JudgeSettings
-from gate.stages.judging import judge_settings, merge_usage
+from gate.stages.judging import JudgeProgress, judge_settings, merge_usage
 from gate.stages.noise import correctness_plan, noise_test
 
 if TYPE_CHECKING:
@@ -60,7 +60,8 @@ def _noise(cfg: Mapping[str, Any], settings: JudgeSettings | None, why_not: str 
            outputs: Mapping[str, TargetOutput], target: Any, cache: ScoreCache, match: Mapping[str, Any],
            precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
            metrics: dict[str, float], not_evaluated: dict[str, str], deadline: Deadline = NO_DEADLINE,
-           only: Collection[str] | None = None) -> tuple[list[CaseResult], int, NoiseInfo | None]:
+           only: Collection[str] | None = None, progress: JudgeProgress | None = None,
+           ) -> tuple[list[CaseResult], int, NoiseInfo | None]:
     """The noise test, when it can run: its rows, target calls and how it ran; its metrics (or why not) go into
     ``metrics`` and ``not_evaluated``."""
     plan = correctness_plan(cfg)
@@ -77,7 +78,7 @@ def _noise(cfg: Mapping[str, Any], settings: JudgeSettings | None, why_not: str 
         return [], 0, None
     samples, calls, noise = noise_test(cfg, plan, settings, cases, outputs, target if can_answer else None,
                                        int(getattr(target, "concurrency", 1)), cache, match,
-                                       precomputed if not can_answer else None, file_distractors, deadline, only)
+                                       precomputed if not can_answer else None, file_distractors, deadline, only, progress)
     noise_metrics(samples, metrics, not_evaluated)
     return samples, calls, noise
 
@@ -113,6 +114,7 @@ def robustness_stage(
     secrets: Sequence[str] = (),
     deadline: Deadline = NO_DEADLINE,
     only: Collection[str] | None = None,
+    progress: JudgeProgress | None = None,
 ) -> StageMeasurement:
     """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage). ``only``: a shard's
     case ids (``outputs`` holds theirs; the noise sample is drawn from every case, then restricted to them)."""
@@ -127,7 +129,8 @@ def robustness_stage(
     samples: list[CaseResult] = []
     if noise_cfg:
         samples, target_calls, noise = _noise(noise_cfg, settings, why_not, cases, outputs, target, cache, match or {},
-                                              precomputed, file_distractors or {}, metrics, not_evaluated, deadline, only)
+                                              precomputed, file_distractors or {}, metrics, not_evaluated, deadline, only,
+                                              progress)
         if noise is not None:
             stage["noise"] = noise
             stage["usage"] = merge_usage(noise)
