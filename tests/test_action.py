@@ -663,3 +663,10 @@ def test_bad_shard_and_merge_inputs_exit_2_naming_the_input(gh, ws, inputs, said
     assert r.code == 2, str(r)
     assert said in r.stdout, str(r)
     assert comment_texts(gh) == []
+
+
+def test_the_action_logs_progress_lines_on_stderr(gh, ws):
+    r = run_action(gh, ws, "pull_request", pr_event())
+    assert r.code == 0, str(r)
+    assert "rag-gate: asking the python target for 40 cases" in r.stderr
+    assert re.search(r"^rag-gate: the target took \d+\.\d s for 40 cases: 40 answered, 0 errored$", r.stderr, re.MULTILINE), r.stderr

@@ -170,7 +170,7 @@ def _main(env: dict[str, str]) -> int:
         mode = "gate" if pr else default_mode(env, ev)  # then as one job would: comment on a PR, record on the default branch
     else:
         with group("rag-gate: run"), commands_stopped():  # the run prints answers, ids and error bodies: never a command
-            report = run_and_write(config, outputs, options, show_progress=False)
+            report = run_and_write(config, outputs, options)  # progress lines on stderr: counts and times only
     code = report["exit_code"]
     append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
     for title, message in gate_annotations(report):
@@ -202,7 +202,7 @@ def _shard(env: Mapping[str, str], config: str, shard: str, part_path: str, opti
 
     index, of = parse_shard(shard)
     with group(f"rag-gate: shard {index} of {of}"), commands_stopped():
-        part = run_shard_and_write(config, (index, of), part_path, options, show_progress=False)
+        part = run_shard_and_write(config, (index, of), part_path, options)
     errors = sum(1 for o in part["outputs"] if o["error"] is not None)
     append_file(env, "GITHUB_STEP_SUMMARY", f"rag-gate: shard {index} of {of}: {len(part['outputs'])} cases asked, {errors} "
                                             "errored; the merge job gates the parts together.\n")
