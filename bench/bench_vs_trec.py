@@ -47,7 +47,7 @@ import yaml
 from bench_scoring import _text, size_args  # the same passage texts (run as a script, bench/ is on sys.path)
 
 METRICS = ["hit_rate@5", "mrr", "recall@10", "precision@5", "ndcg@10", "map", "context_recall@5"]
-GATES = {"hit_rate@5": {"min": 0.3}, "mrr": {"min": 0.2}, "ndcg@10": {"min": 0.2}, "p95_latency_ms": {"max": 2000}}  # all pass on this data
+GATES = {"hit_rate@5": {"min": 0.3}, "mrr": {"min": 0.2}, "ndcg@10": {"min": 0.2}, "p95_latency_ms": {"max": 2000}}  # pass at 10,000 cases
 # rag-gate metric -> trec_eval measure (context_recall@5, a micro average, has no trec_eval counterpart)
 EQUIVALENT = {"mrr": "recip_rank", "map": "map", "ndcg@10": "ndcg_cut_10", "recall@10": "recall_10", "precision@5": "P_5",
               "hit_rate@5": "success_5"}
@@ -127,12 +127,14 @@ def generate(folder: Path, n_cases: int, n_docs: int, seed: int = 7) -> Path:
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
+    """Wall time of ``cmd``. rag-gate's exit 1 (a gate failed: on a small generated set the fixed gates can) is a
+    complete run, timed like a pass; any other non-zero exit stops the benchmark."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     took = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:4])} ... exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    if proc.returncode != 0 and not (proc.returncode == 1 and "gate" in cmd and "run" in cmd):
+        raise SystemExit(f"{' '.join(cmd[:4])} ... exited {proc.returncode}:\n{proc.stdout[-1500:]}{proc.stderr[-2000:]}")
     return took
 
 
