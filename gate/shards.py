@@ -24,7 +24,6 @@ from gate.core.catalog import NOISE_METRICS, plan_metrics
 from gate.core.errors import InputError
 from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
 from gate.core.redact import Redactor
-from gate.core.rejection import rejection_part
 from gate.core.report import (
     SCHEMA_VERSION,
     CaseResult,
@@ -310,7 +309,7 @@ def merge_robustness(cfg: Mapping[str, Any], cases: Sequence[GoldenCase], output
                      stages: Sequence[StageMeasurement], shards: int) -> StageMeasurement:
     """The robustness stage of the whole run from its shards': the noise rows in sample order with the metrics
     recomputed, the rejection rows recomputed from every answer (with the judge's refusal verdicts the shards got)."""
-    from gate.stages.robustness import noise_metrics
+    from gate.stages.robustness import finish, noise_metrics
 
     first = stages[0]
     metrics: dict[str, float] = {}
@@ -330,22 +329,9 @@ def merge_robustness(cfg: Mapping[str, Any], cases: Sequence[GoldenCase], output
     usages = [s["usage"] for s in stages if "usage" in s]
     if usages:
         stage["usage"] = sum_usage(usages)
-    rej_cfg = cfg.get("rejection", {})
     judged = {r["id"]: bool(r.get("refused")) for s in stages for r in s["rejection"]["cases"] if r.get("method") == "judge"}
-    rej_metrics, rej_rows, rej_not = rejection_part(rej_cfg, cases, outputs, judged)
-    metrics.update(rej_metrics)
-    not_evaluated.update(rej_not)
-    errored = sum(1 for s in samples if s.get("error"))
-    stage.update({
-        "samples": samples,
-        "rejection": {"cases": rej_rows, "phrases_default": first["rejection"]["phrases_default"],
-                      "judge": any(s["rejection"]["judge"] for s in stages)},
-        "target_calls": sum(s.get("target_calls", 0) for s in stages),
-        "scores": {"attempted": len(samples), "errored": errored, "error_rate": errored / len(samples) if samples else 0.0},
-        "scored": sum(s.get("scored", 0) for s in stages),
-    })
-    if not metrics:
-        stage["skipped"] = "; ".join(sorted(set(not_evaluated.values()))) or "nothing to evaluate"
+    finish(stage, cfg.get("rejection", {}), cases, outputs, judged, samples,
+           target_calls=sum(s.get("target_calls", 0) for s in stages), scored=sum(s.get("scored", 0) for s in stages))
     return stage
 
 

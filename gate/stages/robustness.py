@@ -144,18 +144,26 @@ def robustness_stage(
         if unsettled:
             judged, refusal_usage = asyncio.run(classify_refusals(unsettled, settings, cache))
             stage["usage"] = merge_usage(stage.get("usage", {}), refusal_usage)
-    rej_metrics, rej_rows, rej_not = rejection_part(rej_cfg, mine, outputs, judged)
+    finish(stage, rej_cfg, mine, outputs, judged, samples, target_calls=target_calls,
+           scored=sum(1 for s in samples for m in ("clean_correct", "noisy_correct") if s.get(m) is not None))
+    return stage
+
+
+def finish(stage: StageMeasurement, rej_cfg: Mapping[str, Any], cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput],
+           judged: Mapping[str, bool], samples: list[CaseResult], *, target_calls: int, scored: int) -> None:
+    """The stage's rejection part (from every answer and the judge's refusal verdicts), its noise rows and counts, and
+    why it is skipped when it has no metric. The run's stage and a merge of shards' (gate.shards) end here alike."""
+    metrics, not_evaluated = stage["metrics"], stage["not_evaluated"]
+    rej_metrics, rej_rows, rej_not = rejection_part(rej_cfg, cases, outputs, judged)
     metrics.update(rej_metrics)
     not_evaluated.update(rej_not)
-
     errored = sum(1 for s in samples if s.get("error"))
     stage.update({
         "samples": samples,
         "rejection": {"cases": rej_rows, "phrases_default": not rej_cfg.get("phrases"), "judge": bool(judged)},
         "target_calls": target_calls,
         "scores": {"attempted": len(samples), "errored": errored, "error_rate": errored / len(samples) if samples else 0.0},
-        "scored": sum(1 for s in samples for m in ("clean_correct", "noisy_correct") if s.get(m) is not None),
+        "scored": scored,
     })
     if not metrics:
         stage["skipped"] = "; ".join(sorted(set(not_evaluated.values()))) or "nothing to evaluate"
-    return stage
