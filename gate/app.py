@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from gate.core.model import TargetOutput
-from gate.core.report import Part, Report
+from gate.core.report import Part, Report, Usage
 from gate.io.files import write_text
 from gate.io.reports import document_json, report_json
-from gate.pipeline import RunOptions, run
+from gate.pipeline import RunOptions, Viewed, run_viewed
 
 
 @dataclass(frozen=True)
@@ -22,10 +23,12 @@ class Outputs:
     report: str | None = None
     markdown: str | None = None
     junit: str | None = None
+    html: str | None = None
 
 
-def write_outputs(report: Report, outputs: Outputs) -> None:
-    """report.json, the PR comment body and JUnit XML, each written atomically."""
+def write_outputs(report: Report, outputs: Outputs, view: Viewed | None = None) -> None:
+    """report.json, the PR comment body, JUnit XML and the HTML report, each written atomically. The HTML report shows
+    the golden cases, the baseline's answers and the passages from ``view`` (without it: what report.json holds)."""
     if outputs.report:
         write_text(outputs.report, report_json(report), what="report")
     if outputs.markdown:
@@ -36,12 +39,28 @@ def write_outputs(report: Report, outputs: Outputs) -> None:
         from gate.render.junit import render_junit
 
         write_text(outputs.junit, render_junit(report), what="JUnit XML")
+    if outputs.html:
+        write_text(outputs.html, html_report(report, view), what="HTML report")
+
+
+def html_report(report: Report, view: Viewed | None = None) -> str:
+    """The self-contained HTML report (gate.render.html) with its stylesheet and script from the package."""
+    from importlib.resources import files
+
+    from gate.render.html import Assets, ViewInputs, render_html
+
+    assets = files("gate.render") / "assets"
+    page = Assets((assets / "report.css").read_text(encoding="utf-8"), (assets / "report.js").read_text(encoding="utf-8"))
+    if view is None:
+        return render_html(report, ViewInputs(), page)
+    return render_html(report, ViewInputs(view.cases, view.baseline, view.passages), page, clean=view.redact.document)
 
 
 class Progress:
     """What a run says while it works, on stderr: a bar for the target's calls and one per judge stage's scores (count,
-    rate, time left) on a terminal; in CI logs a line when each starts and one every ``every`` seconds. Closing, the
-    time the target took and the time the judges took, each on its own line."""
+    rate, time left, and the judge calls, tokens and cost so far) on a terminal; in CI logs a line when each starts and
+    one every ``every`` seconds. Closing, the time the target took and the time the judges took (with their calls,
+    tokens and cost), each on its own line."""
 
     def __init__(self, enabled: bool, stream: TextIO | None = None, every: float = 10.0) -> None:
         self.enabled = enabled
@@ -65,11 +84,11 @@ class Progress:
         self._tick("target", self.target["done"], self.target.get("total", 0), self.target["start"], "cases answered")
 
     # -- the judges (gate.stages.judging.JudgeProgress)
-    def start(self, stage: str, total: int) -> None:
+    def start(self, stage: str, total: int, usage: Callable[[], Usage] | None = None) -> None:
         if total <= 0:
             return
         now = time.perf_counter()
-        self.judge[stage] = {"start": now, "total": total, "done": 0, "last": now, "said": now}
+        self.judge[stage] = {"start": now, "total": total, "done": 0, "last": now, "said": now, "usage": usage}
         self._open(stage, total, f"judging {stage}", "score", f"rag-gate: judging {stage}: {total} scores to compute")
 
     def done(self, stage: str) -> None:
@@ -78,6 +97,8 @@ class Progress:
             return
         state["done"] += 1
         state["last"] = time.perf_counter()
+        if stage in self.bars and state["usage"] is not None:
+            self.bars[stage].set_postfix_str(spend([state["usage"]()]), refresh=False)  # drawn with the bar's next update
         self._tick(stage, state["done"], state["total"], state["start"], "scores")
 
     def _open(self, key: str, total: int, desc: str, unit: str, line: str) -> None:
@@ -105,7 +126,9 @@ class Progress:
         rate = done / (now - started) if now > started else 0.0
         left = f", about {(total - done) / rate:.0f} s left" if rate else ""
         name = "the target" if key == "target" else f"judging {key}"
-        print(f"rag-gate: {name}: {done} of {total} {what} ({rate:.1f}/s{left})", file=self.out, flush=True)
+        meter = state.get("usage")
+        spent = f"; {spend([meter()])}" if meter is not None else ""
+        print(f"rag-gate: {name}: {done} of {total} {what} ({rate:.1f}/s{left}){spent}", file=self.out, flush=True)
 
     def close(self) -> None:
         for bar in self.bars.values():
@@ -122,8 +145,22 @@ class Progress:
             last = max(s["last"] for s in self.judge.values())
             scores = sum(s["done"] for s in self.judge.values())
             stages = ", ".join(f"{name} {s['done']}" for name, s in self.judge.items())
-            print(f"rag-gate: the judges took {last - first:.1f} s for {scores} score{'s' if scores != 1 else ''} ({stages})",
-                  file=self.out, flush=True)
+            meters = [s["usage"]() for s in self.judge.values() if s["usage"] is not None]
+            print(f"rag-gate: the judges took {last - first:.1f} s for {scores} score{'s' if scores != 1 else ''} ({stages})"
+                  + (f": {spend(meters, whole=True)}" if meters else ""), file=self.out, flush=True)
+
+
+def spend(usages: list[Usage], whole: bool = False) -> str:
+    """Judge calls, tokens and (with judge.prices) cost so far, summed over the stages' clients."""
+    calls = sum(u.get("calls", 0) for u in usages)
+    tokens = sum(u.get("prompt_tokens", 0) + u.get("completion_tokens", 0) + u.get("embedding_tokens", 0) for u in usages)
+    costs = [u["cost"] for u in usages if u.get("cost") is not None]
+    text = f"{calls} judge call{'s' if calls != 1 else ''}, {tokens:,} tokens"
+    if costs:
+        text += f", ${sum(c for c in costs if c is not None):.4f}"
+    elif whole:
+        text += " (no judge.prices: no cost)"
+    return text
 
 
 def progress(enabled: bool, stream: TextIO | None = None) -> Progress:
@@ -135,17 +172,18 @@ def run_and_write(config: str, outputs: Outputs, options: RunOptions, *, show_pr
     """Run the spec, write the outputs, print the console report (stderr when report.json goes to stdout)."""
     shown = progress(show_progress and not quiet)
     try:
-        report = run(config, replace(options, on_start=shown.on_start, on_done=shown.on_done, judge_progress=shown))
+        view = run_viewed(config, replace(options, on_start=shown.on_start, on_done=shown.on_done, judge_progress=shown))
     finally:
         shown.close()
-    return written(report, outputs, quiet)
+    return written(view, outputs, quiet)
 
 
-def written(report: Report, outputs: Outputs, quiet: bool) -> Report:
+def written(view: Viewed, outputs: Outputs, quiet: bool) -> Report:
     """Write the outputs and print the console report (stderr when report.json goes to stdout)."""
     from gate.render.console import render_console
 
-    write_outputs(report, outputs)
+    report = view.report
+    write_outputs(report, outputs, view)
     text = render_console(report)
     if quiet:
         text = text.splitlines()[-1] + "\n"
@@ -180,6 +218,6 @@ def run_shard_and_write(config: str, shard: tuple[int, int], part_path: str, opt
 
 def merge_and_write(config: str, parts: list[str], outputs: Outputs, options: RunOptions, *, quiet: bool = False) -> Report:
     """Merge the parts into one report, write the outputs, print the console report (as ``run_and_write``)."""
-    from gate.shards import merge
+    from gate.shards import merge_viewed
 
-    return written(merge(config, parts, options), outputs, quiet)
+    return written(merge_viewed(config, parts, options), outputs, quiet)

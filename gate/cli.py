@@ -27,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--report", metavar="PATH", help="write report.json here ('-' for stdout)")
     run.add_argument("--markdown", metavar="PATH", help="write the PR comment body (Markdown) here")
     run.add_argument("--junit", metavar="PATH", help="write JUnit XML (one test case per gate) here")
+    run.add_argument("--html", metavar="PATH", help="write the HTML report here: one self-contained file with every case, "
+                     "filters and each case's passages, answer diff and scores")
     run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     run.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
     run.add_argument("--no-cache", action="store_true", help="judge every case again, ignoring and not writing the judge cache")
@@ -39,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument("--report", metavar="PATH", help="write report.json here ('-' for stdout)")
     merge.add_argument("--markdown", metavar="PATH", help="write the PR comment body (Markdown) here")
     merge.add_argument("--junit", metavar="PATH", help="write JUnit XML (one test case per gate) here")
+    merge.add_argument("--html", metavar="PATH", help="write the HTML report here (see `rag-gate run --html`)")
     merge.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
 
     val = sub.add_parser("validate", parents=[spec], help="check the spec and the golden set without running anything")
@@ -106,12 +109,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         shard = parse_shard(args.shard)
         if not args.report:
             raise InputError("a shard writes its part to --report: give the path", key="--report")
-        for flag, value in (("--markdown", args.markdown), ("--junit", args.junit)):
+        for flag, value in (("--markdown", args.markdown), ("--junit", args.junit), ("--html", args.html)):
             if value:
                 raise InputError(f"a shard writes its part only; {flag} is written by `rag-gate merge`", key=flag)
         part = run_shard_and_write(args.config, shard, args.report, options, show_progress=not args.no_progress, quiet=args.quiet)
         return 3 if part["errors"] else EXIT_PASS
-    report = run_and_write(args.config, Outputs(args.report, args.markdown, args.junit), options,
+    report = run_and_write(args.config, Outputs(args.report, args.markdown, args.junit, args.html), options,
                            show_progress=not args.no_progress, quiet=args.quiet)
     return report["exit_code"]
 
@@ -120,7 +123,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from gate.app import Outputs, merge_and_write
     from gate.pipeline import RunOptions
 
-    report = merge_and_write(args.config, args.parts, Outputs(args.report, args.markdown, args.junit),
+    report = merge_and_write(args.config, args.parts, Outputs(args.report, args.markdown, args.junit, args.html),
                              RunOptions(commit=os.environ.get("GITHUB_SHA")), quiet=args.quiet)
     return report["exit_code"]
 

@@ -71,6 +71,7 @@ class RunContext:
     pull_request: tuple[int | None, str | None] | None = None  # (number, head commit): set by the action
     deadline_note: str | None = None  # how far the run got when max_duration_s ran out (a run error)
     golden_fingerprint: str | None = None  # the golden set's, when the caller has it already
+    run_url: str | None = None  # the CI run's page (the action), recorded in report.run.url
 
 
 def collect_outputs(
@@ -311,6 +312,8 @@ def _run_info(spec: Spec, context: RunContext) -> RunInfo:
     }
     if context.pull_request is not None:
         run["pr"], run["head_sha"] = context.pull_request
+    if context.run_url:
+        run["url"] = context.run_url
     return run
 
 
@@ -391,6 +394,7 @@ class RunOptions:
     now: Callable[[], str] = now_iso  # the time the run is recorded under (ISO 8601)
     commit: str | None = None
     pull_request: tuple[int | None, str | None] | None = None  # (number, head commit), recorded in report.run
+    run_url: str | None = None  # the CI run's page, recorded in report.run.url (the comment links to it)
     use_cache: bool = True
     max_duration_s: float | None = None  # overrides the spec's (the action's max-duration-s input)
     secrets: Sequence[str] = ()  # secrets the run knows besides the spec's (the action's GitHub token)
@@ -484,6 +488,11 @@ def target_notes(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput
 
 
 def run(config: str, options: RunOptions | None = None) -> Report:
+    """Load, ask, judge, evaluate: the report (see ``run_viewed``)."""
+    return run_viewed(config, options).report
+
+
+def run_viewed(config: str, options: RunOptions | None = None) -> Viewed:
     """Load, ask, judge, evaluate. Raises InputError (exit 2) for bad input; everything else is in the report.
 
     ``options.history_store`` replaces the spec's local history file (the action passes the repository-backed
@@ -503,9 +512,30 @@ def run(config: str, options: RunOptions | None = None) -> Report:
                              history=loaded.history,  # every stage picks the runs it can compare with (gate_stages)
                              warnings=[*loaded.store.warnings, *([no_text] if no_text else []), *pending_note(loaded)],
                              target_kind=measured.target_kind,
-                             target_notes=target_notes(cases, outputs, measured.unmatched), pull_request=options.pull_request)
-        # one place for the report: no output can hold a secret the target or a judge echoed
-        return cast(Report, Redactor([*spec.secrets, *options.secrets]).document(evaluate(spec, cases, outputs, context, judged)))
+                             target_notes=target_notes(cases, outputs, measured.unmatched), pull_request=options.pull_request,
+                             run_url=options.run_url)
+        return viewed(evaluate(spec, cases, outputs, context, judged), loaded, outputs, options)
+
+
+@dataclass(frozen=True)
+class Viewed:
+    """A run's report, and what the HTML report shows beside it: the golden cases, the reference run the report was
+    compared with, and the retrieved passages' texts as the target returned them. ``redact`` holds the run's secrets:
+    whatever is shown from these goes through it, as the report did."""
+
+    report: Report
+    cases: Sequence[GoldenCase]
+    baseline: ReferenceDoc | None
+    passages: dict[str, str]
+    redact: Redactor
+
+
+def viewed(report: Report, loaded: Loaded, outputs: Mapping[str, TargetOutput], options: RunOptions) -> Viewed:
+    """The report redacted (one place for it: no output can hold a secret the target or a judge echoed), with the rest."""
+    redactor = Redactor([*loaded.spec.secrets, *options.secrets])
+    k = loaded.spec.target_k
+    passages = {p.id: p.text for o in outputs.values() for p in o.retrieved[:k] if p.text}
+    return Viewed(cast(Report, redactor.document(report)), loaded.cases, loaded.baseline, passages, redactor)
 
 
 @contextmanager

@@ -42,6 +42,7 @@ from gate.pipeline import (
     Loaded,
     RunContext,
     RunOptions,
+    Viewed,
     deadline_note,
     evaluate,
     gc_paused,
@@ -50,6 +51,7 @@ from gate.pipeline import (
     passage_text_warning,
     pending_note,
     target_notes,
+    viewed,
 )
 
 SALT = b"rag-gate shard\x00"
@@ -336,6 +338,11 @@ def merge_robustness(cfg: Mapping[str, Any], cases: Sequence[GoldenCase], output
 
 
 def merge(config: str, paths: Sequence[str], options: RunOptions | None = None) -> Report:
+    """The report of the run the parts make up (see ``merge_viewed``)."""
+    return merge_viewed(config, paths, options).report
+
+
+def merge_viewed(config: str, paths: Sequence[str], options: RunOptions | None = None) -> Viewed:
     """The report of the run the parts make up, as one job would have written it (``run.shards`` says it was split).
     InputError (exit 2) when the parts are not one run's complete set of shards."""
     started = time.perf_counter()
@@ -369,7 +376,8 @@ def merge(config: str, paths: Sequence[str], options: RunOptions | None = None) 
                              history=loaded.history,
                              warnings=[*loaded.store.warnings, *([no_text] if no_text else []), *pending_note(loaded)],
                              target_kind=parts[0][1]["target_kind"],
-                             target_notes=target_notes(cases, outputs, parts[0][1]["unmatched"]), pull_request=options.pull_request)
+                             target_notes=target_notes(cases, outputs, parts[0][1]["unmatched"]), pull_request=options.pull_request,
+                             run_url=options.run_url)
         report = evaluate(spec, cases, outputs, context, judged)
         report["run"]["shards"] = n
-        return cast(Report, Redactor([*spec.secrets, *options.secrets]).document(report))
+        return viewed(report, loaded, outputs, options)

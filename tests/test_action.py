@@ -435,6 +435,56 @@ def test_report_mode_posts_the_forks_comment_when_the_artifact_matches_the_pr_he
     assert r.code == 0 and [x["id"] for x in gh.comments(PR, REPO)] == [c["id"]]
 
 
+SERVER = "https://github.example"  # a GitHub Enterprise server's address: the link follows GITHUB_SERVER_URL
+
+
+def test_gate_writes_the_html_report_and_the_comment_links_to_the_runs_artifacts(gh, ws):
+    from tests.security.markup import inert_problems
+
+    r = run_action(gh, ws, "pull_request", pr_event(base=gh.branch_sha("main", REPO)),
+                   extra_env={"GITHUB_SERVER_URL": SERVER, "GITHUB_RUN_ID": "4242"})
+    assert r.code == 0, str(r)
+    page = f"{SERVER}/{REPO}/actions/runs/4242"
+    report = json.loads((ws / "rag-gate-report.json").read_text(encoding="utf-8"))
+    assert report["run"]["url"] == page
+    html = (ws / "rag-gate-report.html").read_text(encoding="utf-8")  # next to report.json, for the upload step
+    assert html.startswith("<!doctype html>") and all(f'"id":"{c["id"]}"' in html for c in report["cases"])
+    (c,) = gh.comments(PR, REPO)
+    assert f"the HTML report in [this run's artifacts]({page})." in c["body"]
+    assert inert_problems(c["body"], link=page) == []  # that link, once, and nothing else
+    assert inert_problems(c["body"]) == ["tag <a>", f"attribute href={page!r} on <a>"]  # the checker sees it
+    assert_token_hidden(r, ws / "rag-gate-report.html")
+
+
+def test_no_link_outside_github_or_with_a_run_id_of_another_form(gh, ws):
+    r = run_action(gh, ws, "pull_request", pr_event(base=gh.branch_sha("main", REPO)),
+                   extra_env={"GITHUB_SERVER_URL": SERVER, "GITHUB_RUN_ID": "42) [x](https://evil.example"})
+    assert r.code == 0, str(r)
+    assert "url" not in json.loads((ws / "rag-gate-report.json").read_text(encoding="utf-8"))["run"]
+    assert "artifacts](" not in gh.comments(PR, REPO)[0]["body"]
+
+
+def test_report_mode_links_to_the_run_the_event_names_never_the_artifacts_url(gh, tmp_path):
+    from tests.security.markup import inert_problems
+
+    artifact = fork_report(gh, tmp_path)
+    doc = json.loads(artifact.read_text(encoding="utf-8"))
+    doc["run"]["url"] = f"https://evil.example/{REPO}/actions/runs/1"  # of the right form: the schema lets it in
+    gh.add_pull(PR, HEAD, gh.branch_sha("main", REPO), fork=True)
+    ws = report_workspace(tmp_path, text=json.dumps(doc))
+    event = workflow_run_event(HEAD)
+    event["workflow_run"]["id"] = 777
+    r = run_action(gh, ws, "workflow_run", event, mode="report", extra_env={"GITHUB_SERVER_URL": SERVER, "GITHUB_RUN_ID": "778"})
+    assert r.code == 0, str(r)
+    (c,) = gh.comments(PR, REPO)
+    page = f"{SERVER}/{REPO}/actions/runs/777"  # the fork's pull_request run, where its artifact is
+    assert f"[this run's artifacts]({page})" in c["body"] and "evil.example" not in c["body"]
+    assert inert_problems(c["body"], link=page) == []
+    del event["workflow_run"]["id"]  # an event without the run's id: no link (this job's own run holds no artifact)
+    r = run_action(gh, ws, "workflow_run", event, mode="report", extra_env={"GITHUB_SERVER_URL": SERVER, "GITHUB_RUN_ID": "779"})
+    assert r.code == 0 and "artifacts](" not in gh.comments(PR, REPO)[0]["body"] and "evil.example" not in gh.comments(PR, REPO)[0]["body"]
+
+
 def test_report_mode_refuses_an_artifact_that_does_not_match(gh, tmp_path):
     artifact = fork_report(gh, tmp_path, fail=False)
     gh.add_pull(PR, HEAD, gh.branch_sha("main", REPO), fork=True)

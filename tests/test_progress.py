@@ -4,6 +4,7 @@ between the target and the judges. Through the real CLI against the test judge, 
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
@@ -31,8 +32,15 @@ def test_ci_lines_every_few_seconds_and_the_closing_lines() -> None:
     shown.on_start(3, "http")
     for i in range(3):
         shown.on_done(TargetOutput(f"c{i}", error="HTTP 503" if i == 2 else None))
-    shown.start("generation", 4)
+    spent = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "embedding_tokens": 0, "cost": 0.0}
+
+    def usage() -> dict[str, float]:  # what the judge client has counted so far
+        return dict(spent)
+
+    shown.start("generation", 4, usage=usage)
     for _ in range(4):
+        spent.update(calls=spent["calls"] + 3, prompt_tokens=spent["prompt_tokens"] + 900, completion_tokens=spent["completion_tokens"] + 60,
+                     cost=spent["cost"] + 0.0015)
         shown.done("generation")
     shown.start("robustness", 0)  # nothing to judge: nothing said
     shown.close()
@@ -40,19 +48,21 @@ def test_ci_lines_every_few_seconds_and_the_closing_lines() -> None:
     assert text.startswith("rag-gate: asking the http target for 3 cases\n")
     assert re.search(r"^rag-gate: the target: 1 of 3 cases answered \(\d+(\.\d)?/s, about \d+ s left\)$", text, re.MULTILINE), text
     assert "rag-gate: judging generation: 4 scores to compute\n" in text
-    assert re.search(r"^rag-gate: judging generation: 2 of 4 scores \(", text, re.MULTILINE), text
+    assert re.search(r"^rag-gate: judging generation: 2 of 4 scores \(.*\); 6 judge calls, 1,920 tokens, \$0\.0030$", text, re.MULTILINE), text
     assert re.search(r"^rag-gate: the target took \d+\.\d s for 3 cases: 2 answered, 1 errored$", text, re.MULTILINE)
-    assert re.search(r"^rag-gate: the judges took \d+\.\d s for 4 scores \(generation 4\)$", text, re.MULTILINE)
+    assert re.search(r"^rag-gate: the judges took \d+\.\d s for 4 scores \(generation 4\): 12 judge calls, 3,840 tokens, \$0\.0060$",
+                     text, re.MULTILINE), text
     assert "robustness" not in text
 
 
 def test_a_terminal_gets_bars_and_a_disabled_reporter_says_nothing() -> None:
     term = Terminal()
     shown = Progress(True, term)
-    shown.start("generation", 2)
+    shown.start("generation", 2, usage=lambda: {"calls": 7, "prompt_tokens": 1500, "completion_tokens": 20, "cost": None})
     shown.done("generation")
     shown.done("generation")
     assert shown.bars["generation"].n == 2
+    assert shown.bars["generation"].postfix == "7 judge calls, 1,520 tokens"  # drawn after the rate; no judge.prices: no cost
     shown.close()
     assert "\rjudging generation:   0%|" in term.getvalue() and "/2 [" in term.getvalue()  # tqdm's bar, redrawn in place
     quiet = io.StringIO()
@@ -73,12 +83,20 @@ def test_a_judged_run_reports_its_judging_on_stderr(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "JUDGE_", "OPENAI_"))}
     with JudgeServer() as judge:
         env.update(PYTHONPATH=str(ROOT), JUDGE_BASE_URL=judge.url, OPENAI_API_KEY="sk-test-0123456789abcdef")
-        proc = subprocess.run([sys.executable, "-m", "gate", "run", "--config", "rag-eval.judge.yml"], cwd=ws, env=env,
+        proc = subprocess.run([sys.executable, "-m", "gate", "run", "--config", "rag-eval.judge.yml", "--report", "report.json"],
+                              cwd=ws, env=env,
                               capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # 22 sampled cases x 5 judge metrics + the self-check's 5 cases x 5 (token_f1 needs no judge: counted too)
     said = re.search(r"^rag-gate: judging generation: (\d+) scores to compute$", proc.stderr, re.MULTILINE)
     assert said and int(said.group(1)) > 100, proc.stderr
-    closing = re.search(r"^rag-gate: the judges took \d+\.\d s for (\d+) scores \(generation (\d+)\)$", proc.stderr, re.MULTILINE)
+    closing = re.search(r"^rag-gate: the judges took \d+\.\d s for (\d+) scores \(generation (\d+)\): (\d+) judge calls, ([\d,]+) tokens(.*)$",
+                        proc.stderr, re.MULTILINE)
     assert closing and closing.group(1) == closing.group(2) == said.group(1), proc.stderr
+    # the calls and tokens as they accrued: at the end, what the report says the judge client counted
+    usage = json.loads((ws / "report.json").read_text(encoding="utf-8"))["stages"]["generation"]["usage"]
+    assert int(closing.group(3)) == usage["calls"] > 0
+    assert int(closing.group(4).replace(",", "")) == usage["prompt_tokens"] + usage["completion_tokens"] + usage.get("embedding_tokens", 0) > 0
+    cost = f", ${usage['cost']:.4f}" if usage.get("cost") is not None else " (no judge.prices: no cost)"
+    assert closing.group(5) == cost
     assert proc.stderr.index("the target took") < proc.stderr.index("the judges took")

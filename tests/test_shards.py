@@ -130,7 +130,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         shutil.copy(ws / "cache.sqlite", ws / "cache-before.sqlite")
 
         before = judge.calls
-        one = rag_gate(ws, judge, "run", "--report", "one.json", "--markdown", "one.md", "--junit", "one.xml", "--no-progress")
+        one = rag_gate(ws, judge, "run", "--report", "one.json", "--markdown", "one.md", "--junit", "one.xml", "--html", "one.html",
+                      "--no-progress")
         out["one_calls"] = judge.calls - before
         out["one"] = one
         for i in (1, 2, 3):
@@ -143,7 +144,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             shutil.copy(ws / "cache.sqlite", ws / f"cache{i}.sqlite")
         before = judge.calls
         merged = rag_gate(ws, None, "merge", "part1.json", "part2.json", "part3.json", "--report", "merged.json",
-                          "--markdown", "merged.md", "--junit", "merged.xml")
+                          "--markdown", "merged.md", "--junit", "merged.xml", "--html", "merged.html")
         out["merge_calls"] = judge.calls - before
         out["merged"] = merged
     return out
@@ -192,6 +193,23 @@ def test_the_comment_is_the_same_but_for_the_line_that_says_it_was_sharded(runs:
     assert sharded == ["Sharded: 3 jobs each ran part of the golden set; `rag-gate merge` gated them as one run."]
     assert [ln for ln in merged if not ln.startswith("Sharded:")] == one
     assert (ws / "merged.xml").read_text(encoding="utf-8") == (ws / "one.xml").read_text(encoding="utf-8")
+
+
+def _page_data(path: Path) -> dict[str, Any]:
+    text = path.read_text(encoding="utf-8")
+    start = text.index('<script type="application/json" id="rag-gate-data">') + len('<script type="application/json" id="rag-gate-data">')
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+def test_the_merged_html_report_shows_what_the_one_job_report_shows(runs: dict[str, Any]) -> None:
+    """Every case with its passages' texts (the parts carry them), answers, scores and flags; only the run line differs."""
+    one, merged = _page_data(runs["ws"] / "one.html"), _page_data(runs["ws"] / "merged.html")
+    assert len(merged["cases"]) == 300 and merged["passages"]
+    for key in ("cases", "passages", "stages", "columns", "verdict", "headline", "trends"):
+        assert merged[key] == one[key], key
+    assert [f for f in merged["facts"] if f[0] != "Run"] == [f for f in one["facts"] if f[0] != "Run"]
+    shard = rag_gate(runs["ws"], None, "run", "--shard", "1/3", "--report", "p.json", "--html", "p.html")
+    assert shard.returncode == 2 and "--html: a shard writes its part only; --html is written by `rag-gate merge`" in shard.stderr
 
 
 def test_the_shards_judge_what_one_job_judges_and_the_merge_judges_nothing(runs: dict[str, Any]) -> None:

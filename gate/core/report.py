@@ -295,6 +295,7 @@ class RunInfo(TypedDict):
     pr: NotRequired[int | None]  # the action, on a pull request
     head_sha: NotRequired[str | None]
     shards: NotRequired[int]  # merged from this many shards (rag-gate merge)
+    url: NotRequired[str]  # the CI run's page, where its artifacts are (the action: GITHUB_SERVER_URL/REPO/actions/runs/ID)
 
 
 class GoldenSetInfo(TypedDict):

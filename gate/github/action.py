@@ -28,7 +28,7 @@ from typing import Any
 from gate.core.errors import EXIT_ERROR, EXIT_INPUT, InputError, RagGateError
 from gate.core.report import Report
 from gate.github.commands import action_input, append_file, commands_stopped, emit, fail, group, mask, mask_secrets, set_outputs
-from gate.render import headline_verdict
+from gate.render import RUN_PAGE, headline_verdict
 
 MODES = ("gate", "record", "report", "merge")
 COMMENT_POLICIES = ("always", "on-failure", "never")
@@ -76,6 +76,14 @@ def default_mode(env: Mapping[str, str], ev: Mapping[str, Any]) -> str:
     if name == "push" and default_branch and env.get("GITHUB_REF_NAME") == default_branch:
         return "record"
     return "gate"
+
+
+def run_page(env: Mapping[str, str], run_id: Any = None) -> str | None:
+    """The page of a workflow run (this job's, or ``run_id``'s in this repository), where its artifacts are; None when
+    the environment does not say (outside GitHub) or says something of another form."""
+    run_id = env.get("GITHUB_RUN_ID") if run_id is None else run_id
+    url = f"{env.get('GITHUB_SERVER_URL', '').rstrip('/')}/{env.get('GITHUB_REPOSITORY', '')}/actions/runs/{run_id}"
+    return url if run_id is not None and RUN_PAGE.fullmatch(url) else None
 
 
 def summary_text(report: Report) -> str:
@@ -146,7 +154,7 @@ def _main(env: dict[str, str]) -> int:
     base_sha = (pull.get("base") or {}).get("sha")
     head_sha = (pull.get("head") or {}).get("sha") or (None if pull else env.get("GITHUB_SHA"))
     options = RunOptions(commit=env.get("GITHUB_SHA"), pull_request=(pr, head_sha), secrets=[token] if token else [],
-                         max_duration_s=_seconds(action_input(env, "max-duration-s")))
+                         max_duration_s=_seconds(action_input(env, "max-duration-s")), run_url=run_page(env))
     store = None
     if client is not None:
         from gate.github.history import ReadTolerant, RepoHistoryStore, baseline_chooser
@@ -158,7 +166,7 @@ def _main(env: dict[str, str]) -> int:
                           choose_baseline=baseline_chooser(client, base_sha))
     if shard:
         return _shard(env, config, shard, report_path, options)
-    outputs = Outputs(report_path, str(Path(report_path).with_suffix(".md")), str(Path(report_path).with_suffix(".xml")))
+    outputs = Outputs(report_path, *(str(Path(report_path).with_suffix(x)) for x in (".md", ".xml", ".html")))
     if mode == "merge":
         from gate.app import merge_and_write
 
@@ -320,6 +328,11 @@ def _report_mode(env: Mapping[str, str], ev: Mapping[str, Any], client: Any, pol
     if current[1] != head_repo:
         raise InputError(f"pull request #{pr}'s head is in {current[1] or 'a deleted repository'!r}, not in {head_repo!r} where the "
                          "workflow run ran: refusing to comment on it", file=report_path, key="run.pr")
+    # the link to the run's artifacts: the run the event names (the fork's pull_request run), never the artifact's own
+    report["run"].pop("url", None)
+    page = run_page(env, str(workflow_run.get("id") or ""))  # no id: no link (this job's own run has no artifact)
+    if page:
+        report["run"]["url"] = page
     append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
     _comment(client, pr, report, policy)
     # the verdict the comment shows: recomputed from the gate decisions, never the artifact's own string

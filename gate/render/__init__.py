@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -73,6 +74,21 @@ def headline_verdict(report: Report) -> str:
     return "fail" if "fail" in statuses else "pass"
 
 
+def headline(report: Report) -> str:
+    """The verdict line, recomputed from the gate decisions: "rag-gate failed: 1 of 13 gates failed"."""
+    verdict = headline_verdict(report)
+    counts = gate_counts(report)
+    total = sum(counts.values())
+    line = f"rag-gate {VERDICT_TITLE.get(verdict, verdict)}"
+    if verdict == "fail":
+        line += f": {counts['fail']} of {total} gate{'s' if total != 1 else ''} failed"
+    elif verdict == "pass":
+        line += f": {counts['pass']} of {total} gate{'s' if total != 1 else ''} passed"
+        if counts["skipped"]:
+            line += f", {counts['skipped']} skipped"
+    return line
+
+
 def ordered_stages(report: Report) -> list[tuple[str, StageResult]]:
     stages = report.get("stages", {})
     return [(n, stages[n]) for n in STAGE_ORDER if n in stages] + [(n, s) for n, s in stages.items() if n not in STAGE_ORDER]
@@ -94,3 +110,13 @@ def rejection_miss(row: Mapping[str, Any]) -> str:
     if row.get("leaked"):
         return "leaked " + ", ".join(row["leaked"])
     return "answered instead of refusing"
+
+
+# the CI run's page: GITHUB_SERVER_URL/owner/repo/actions/runs/ID (report.schema.json holds the same grammar)
+RUN_PAGE = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/actions/runs/[0-9]{1,20}")
+
+
+def run_page(report: Report) -> str | None:
+    """The run's page where its artifacts (the HTML report) are, when the report has one of the right form."""
+    url = report.get("run", {}).get("url")
+    return url if isinstance(url, str) and RUN_PAGE.fullmatch(url) else None

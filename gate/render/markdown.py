@@ -11,14 +11,14 @@ from gate.core.pairs import summary
 from gate.core.report import JudgeInfo, LostRank, Report, StageResult
 from gate.render import (
     STATUS_ICON,
-    VERDICT_TITLE,
     fmt_delta,
     fmt_value,
-    gate_counts,
+    headline,
     headline_verdict,
     metric_rows,
     ordered_stages,
     rejection_misses,
+    run_page,
 )
 from gate.render.escape import cell, code
 from gate.render.trend import render_trend
@@ -32,18 +32,7 @@ def marker(comment_id: str = "default") -> str:
 
 
 def _header(report: Report) -> list[str]:
-    verdict = headline_verdict(report)
-    counts = gate_counts(report)
-    total = sum(counts.values())
-    icon = STATUS_ICON.get(verdict, "")
-    title = f"## {icon} rag-gate {VERDICT_TITLE.get(verdict, verdict)}"
-    if verdict == "fail":
-        title += f": {counts['fail']} of {total} gate{'s' if total != 1 else ''} failed"
-    elif verdict == "pass":
-        title += f": {counts['pass']} of {total} gate{'s' if total != 1 else ''} passed"
-        if counts["skipped"]:
-            title += f", {counts['skipped']} skipped"
-    lines = [title, ""]
+    lines = [f"## {STATUS_ICON.get(headline_verdict(report), '')} {headline(report)}", ""]
     g = report.get("golden_set", {})
     by_type = ", ".join(f"{int(n)} {cell(t)}" for t, n in sorted(g.get("by_type", {}).items()))
     t = report.get("target", {})
@@ -378,6 +367,9 @@ def _render(report: Report, max_cases: int) -> str:
             lines += _robustness_details(stage, max_cases)
         lines += _errored_cases(stage, max_cases)
     lines += render_trend(report)
+    page = run_page(report)
+    if page:  # checked against the run page's grammar: in the workflow_run job it comes from the event, not the artifact
+        lines += [f"Every case, with its passages, answer diff and scores: the HTML report in [this run's artifacts]({page}).", ""]
     tool = report.get("tool", {})
     lines.append(f"<sub>rag-gate {cell(tool.get('version', ''))} · report schema {cell(report.get('schema_version'))}</sub>")
     return "\n".join(lines) + "\n"

@@ -123,7 +123,7 @@ def generation_stage(
     store = storing(cache, model)
     limit = in_flight(settings)
     if progress is not None:
-        progress.start("generation", len(todo) + len(recheck) + len(fresh))
+        progress.start("generation", len(todo) + len(recheck) + len(fresh), usage=client.usage if client else None)
 
     async def judge_all() -> tuple[dict[int, float | str], dict[int, float | str]]:
         try:

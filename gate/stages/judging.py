@@ -57,9 +57,10 @@ EngineFactory = Callable[..., "tuple[dict[str, Engine], JudgeClient | None]"]
 
 
 class JudgeProgress(Protocol):
-    """Where a judge stage says how far it is: ``start`` with the scores it will judge, ``done`` after each."""
+    """Where a judge stage says how far it is: ``start`` with the scores it will judge (and, with an LLM judge, the
+    client's usage so far: calls, tokens, cost, read as they accrue), ``done`` after each."""
 
-    def start(self, stage: str, total: int) -> None: ...
+    def start(self, stage: str, total: int, usage: Callable[[], Usage] | None = None) -> None: ...
 
     def done(self, stage: str) -> None: ...
 

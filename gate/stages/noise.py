@@ -281,7 +281,7 @@ def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings |
             await close_all(engines, client)
 
     if progress is not None and todo and plan.engine != "offline":
-        progress.start("robustness", len(todo))
+        progress.start("robustness", len(todo), usage=client.usage if client else None)
     fresh = asyncio.run(judge_all()) if todo else {}
     by_key: dict[str, float | str] = {**cached, **{t.key: fresh[i] for i, t in enumerate(todo)}}
     scores = {t.case_id: by_key[t.key] for t in tasks}
