@@ -187,6 +187,9 @@ def test_a_forks_pr_is_commented_by_the_workflow_run_follow_up_under_act(act: st
         assert code == 0 and out.get("verdict") == "pass", log[-3000:]
         assert "the comment was skipped" in log and gh.comments(22, "owner/repo") == []
         assert json.loads(report.read_text())["run"]["pr"] == 22
+        assert json.loads(report.read_text())["run"]["url"].startswith("https://github.com/owner/repo/actions/runs/")
+        page = (repo / "rag-gate-report.html").read_text(encoding="utf-8")  # written in the image, next to report.json
+        assert page.startswith("<!doctype html>") and "Content-Security-Policy" in page and '"id":"q01"' in page
         artifact = repo / "fork-artifact"
         artifact.mkdir(exist_ok=True)
         shutil.copy(report, artifact / "rag-gate-report.json")  # what actions/download-artifact does on GitHub
@@ -220,7 +223,9 @@ def test_a_forks_pr_is_commented_by_the_workflow_run_follow_up_under_act(act: st
         code, out, log = follow_up(fork_head)
         assert code == 0 and out["_job"] == "success" and out.get("verdict") == "pass", log[-3000:]
         (comment,) = gh.comments(22, "owner/repo")
-        assert comment["body"].count("evil.example") > 20 and inert_problems(comment["body"]) == []
+        page = "https://github.com/owner/repo/actions/runs/99"  # act's GITHUB_SERVER_URL and the event's run: its artifacts
+        assert f"[this run's artifacts]({page})" in comment["body"]
+        assert comment["body"].count("evil.example") > 20 and inert_problems(comment["body"], link=page) == []
         assert headline(comment["body"]).startswith("✅ rag-gate passed")
 
 
