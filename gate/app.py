@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from gate.core.model import TargetOutput
 from gate.core.report import Part, Report, Usage
 from gate.io.files import write_text
-from gate.io.reports import document_json, report_json
+from gate.io.reports import document_json, page_json, report_json
 from gate.pipeline import RunOptions, Viewed, run_viewed
 
 
@@ -52,8 +52,8 @@ def html_report(report: Report, view: Viewed | None = None) -> str:
     assets = files("gate.render") / "assets"
     page = Assets((assets / "report.css").read_text(encoding="utf-8"), (assets / "report.js").read_text(encoding="utf-8"))
     if view is None:
-        return render_html(report, ViewInputs(), page)
-    return render_html(report, ViewInputs(view.cases, view.baseline, view.passages), page, clean=view.redact.document)
+        return render_html(report, ViewInputs(), page, dumps=page_json)
+    return render_html(report, ViewInputs(view.cases, view.baseline, view.passages), page, clean=view.redact.document, dumps=page_json)
 
 
 class Progress:

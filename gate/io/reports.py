@@ -125,6 +125,15 @@ def fast_compact_json(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
+def page_json(data: Any) -> str:
+    """Compact JSON for the HTML report's data block, by msgspec (NaN and infinities as null, which JSON.parse reads;
+    json.dumps would write NaN, which it does not); json for a value msgspec does not take."""
+    try:
+        return msgspec.json.encode(data).decode()
+    except (msgspec.EncodeError, TypeError, ValueError, OverflowError):
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
 def report_json(report: Report) -> str:
     """report.json text: indented for a golden set of usual size, compact above 1,000 cases (json's indenting
     encoder is pure Python, four times slower than its compact C one, which is four times slower than msgspec's)."""

@@ -55,9 +55,15 @@ class ViewInputs:
     passages: Mapping[str, str] = field(default_factory=dict)
 
 
-def render_html(report: Report, inputs: ViewInputs, assets: Assets, clean: Callable[[Any], Any] = lambda d: d) -> str:
-    """The page: the fixed template and ``clean(page_data(...))`` (the caller's redaction) as its data."""
-    data = json.dumps(clean(page_data(report, inputs)), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def render_html(report: Report, inputs: ViewInputs, assets: Assets, clean: Callable[[Any], Any] = lambda d: d,
+                dumps: Callable[[Any], str] = _dumps) -> str:
+    """The page: the fixed template and ``clean(page_data(...))`` (the caller's redaction) as its data, written as
+    JSON by ``dumps`` (the caller may bring a faster encoder)."""
+    data = dumps(clean(page_data(report, inputs)))
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     css_hash = _sha256(assets.css)
     js_hash = _sha256(assets.js)
@@ -258,7 +264,7 @@ def _rejection(row: Any, missed: bool) -> dict[str, Any]:
             "miss": rejection_miss(row) if missed else None}
 
 
-_TOKEN = re.compile(r"\s+|[^\s]+")
+_TOKEN = re.compile(r"\s+|\S+\s*")  # a word with the spaces after it (and the spaces an answer starts with)
 
 
 def word_diff(before: str, after: str) -> list[list[str]] | None:
