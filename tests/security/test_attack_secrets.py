@@ -233,6 +233,7 @@ def test_a_target_echoing_its_token_leaves_no_piece_of_any_secret_in_any_output(
     outputs = {
         "report.json": report, "comment": comments, "markdown": (ws / "rag-gate-report.md").read_text(encoding="utf-8"),
         "junit": (ws / "rag-gate-report.xml").read_text(encoding="utf-8"), "summary": gate.summary + record.summary,
+        "HTML report": (ws / "rag-gate-report.html").read_text(encoding="utf-8"),
         "outputs": json.dumps(gate.outputs), "history branch": history,
         "baseline": (ws / "baseline.json").read_text(encoding="utf-8"), "judge cache": cached,
         "logs": "\n".join(ln for r in (gate, record) for ln in (r.stdout + r.stderr).splitlines() if not ln.startswith("::add-mask::")),
@@ -241,3 +242,5 @@ def test_a_target_echoing_its_token_leaves_no_piece_of_any_secret_in_any_output(
         for value in (rag_token, judge_key):
             assert leak(text, value) is None, (name, leak(text, value))
     assert "key=***" in report and "Your key is ***" in report
+    html = outputs["HTML report"]  # the passages' texts are only in the HTML report: redacted there
+    assert "Passage about loans, 21 days. key=***" in html and "Your key is ***" in html
