@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -57,10 +58,11 @@ def html_report(report: Report, view: Viewed | None = None) -> str:
 
 
 class Progress:
-    """What a run says while it works, on stderr: a bar for the target's calls and one per judge stage's scores (count,
-    rate, time left, and the judge calls, tokens and cost so far) on a terminal; in CI logs a line when each starts and
-    one every ``every`` seconds. Closing, the time the target took and the time the judges took (with their calls,
-    tokens and cost), each on its own line."""
+    """What a run says while it works, on stderr: a bar for the target's calls, one for the noise test's answers (the
+    robustness stage asking the target again) and one per judge stage's scores (count, rate, time left, and the judge
+    calls, tokens and cost so far) on a terminal; in CI logs a line when each starts and one every ``every`` seconds.
+    Closing, the time the target took (the noise test's answers included) and the time the judges took (with their
+    calls, tokens and cost), each on its own line."""
 
     def __init__(self, enabled: bool, stream: TextIO | None = None, every: float = 10.0) -> None:
         self.enabled = enabled
@@ -70,6 +72,7 @@ class Progress:
         self.target: dict[str, Any] = {"done": 0, "errors": 0}
         self.judge: dict[str, dict[str, Any]] = {}
         self.bars: dict[str, Any] = {}
+        self.lock = threading.Lock()
 
     # -- the target (RunOptions.on_start / on_done)
     def on_start(self, total: int, kind: str) -> None:
@@ -83,23 +86,29 @@ class Progress:
         self.target["last"] = time.perf_counter()  # the target's time ends with its last answer (judging comes after)
         self._tick("target", self.target["done"], self.target.get("total", 0), self.target["start"], "cases answered")
 
-    # -- the judges (gate.stages.judging.JudgeProgress)
-    def start(self, stage: str, total: int, usage: Callable[[], Usage] | None = None) -> None:
+    # -- the judges, and the noise test asking the target again (gate.stages.judging.JudgeProgress)
+    def start(self, stage: str, total: int, usage: Callable[[], Usage] | None = None, unit: str = "score") -> None:
         if total <= 0:
             return
         now = time.perf_counter()
-        self.judge[stage] = {"start": now, "total": total, "done": 0, "last": now, "said": now, "usage": usage}
-        self._open(stage, total, f"judging {stage}", "score", f"rag-gate: judging {stage}: {total} scores to compute")
+        asks = unit == "answer"
+        self.judge[stage] = {"start": now, "total": total, "done": 0, "last": now, "said": now, "usage": usage, "asks": asks}
+        if asks:
+            self._open(stage, total, f"{stage}: asking the target", unit,
+                       f"rag-gate: {stage}: asking the target for {total} answers from given passages")
+        else:
+            self._open(stage, total, f"judging {stage}", unit, f"rag-gate: judging {stage}: {total} scores to compute")
 
     def done(self, stage: str) -> None:
         state = self.judge.get(stage)
         if state is None:
             return
-        state["done"] += 1
-        state["last"] = time.perf_counter()
-        if stage in self.bars and state["usage"] is not None:
-            self.bars[stage].set_postfix_str(spend([state["usage"]()]), refresh=False)  # drawn with the bar's next update
-        self._tick(stage, state["done"], state["total"], state["start"], "scores")
+        with self.lock:  # the noise test's answers come from a pool of threads
+            state["done"] += 1
+            state["last"] = time.perf_counter()
+            if stage in self.bars and state["usage"] is not None:
+                self.bars[stage].set_postfix_str(spend([state["usage"]()]), refresh=False)  # drawn with the bar's next update
+            self._tick(stage, state["done"], state["total"], state["start"], "answers" if state["asks"] else "scores")
 
     def _open(self, key: str, total: int, desc: str, unit: str, line: str) -> None:
         if not self.enabled:
@@ -125,7 +134,7 @@ class Progress:
         state["said"] = now
         rate = done / (now - started) if now > started else 0.0
         left = f", about {(total - done) / rate:.0f} s left" if rate else ""
-        name = "the target" if key == "target" else f"judging {key}"
+        name = "the target" if key == "target" else key if state.get("asks") else f"judging {key}"
         meter = state.get("usage")
         spent = f"; {spend([meter()])}" if meter is not None else ""
         print(f"rag-gate: {name}: {done} of {total} {what} ({rate:.1f}/s{left}){spent}", file=self.out, flush=True)
@@ -135,17 +144,22 @@ class Progress:
             bar.close()
         if not self.enabled:
             return
+        asked = [s for s in self.judge.values() if s["asks"]]
+        judged = {name: s for name, s in self.judge.items() if not s["asks"]}
         if "start" in self.target:
             took = self.target.get("last", self.target["start"]) - self.target["start"]
+            more = sum(s["last"] - s["start"] for s in asked)
             done, errors = self.target["done"], self.target["errors"]
-            print(f"rag-gate: the target took {took:.1f} s for {done} case{'s' if done != 1 else ''}: {done - errors} answered, "
-                  f"{errors} errored", file=self.out, flush=True)
-        if self.judge:
-            first = min(s["start"] for s in self.judge.values())
-            last = max(s["last"] for s in self.judge.values())
-            scores = sum(s["done"] for s in self.judge.values())
-            stages = ", ".join(f"{name} {s['done']}" for name, s in self.judge.items())
-            meters = [s["usage"]() for s in self.judge.values() if s["usage"] is not None]
+            answers = sum(s["done"] for s in asked)
+            print(f"rag-gate: the target took {took + more:.1f} s for {done} case{'s' if done != 1 else ''}: {done - errors} answered, "
+                  f"{errors} errored" + (f"; and {answers} answers from given passages for the noise test ({more:.1f} s of it)"
+                                         if asked else ""), file=self.out, flush=True)
+        if judged:
+            first = min(s["start"] for s in judged.values())
+            last = max(s["last"] for s in judged.values())
+            scores = sum(s["done"] for s in judged.values())
+            stages = ", ".join(f"{name} {s['done']}" for name, s in judged.items())
+            meters = [s["usage"]() for s in judged.values() if s["usage"] is not None]
             print(f"rag-gate: the judges took {last - first:.1f} s for {scores} score{'s' if scores != 1 else ''} ({stages})"
                   + (f": {spend(meters, whole=True)}" if meters else ""), file=self.out, flush=True)
 

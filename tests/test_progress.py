@@ -55,6 +55,23 @@ def test_ci_lines_every_few_seconds_and_the_closing_lines() -> None:
     assert "robustness" not in text
 
 
+def test_the_noise_tests_answers_are_the_targets_time_not_the_judges(tmp_path: Path) -> None:
+    """The offline quickstart: no judge, but the robustness stage asks the target again for 20 cases x (clean, noisy)."""
+    ws = tmp_path / "qs"
+    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".rag-gate", "__pycache__"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "JUDGE_", "OPENAI_"))}
+    proc = subprocess.run([sys.executable, "-m", "gate", "run", "--config", "rag-eval.yml", "--report", "report.json"], cwd=ws,
+                          env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = json.loads((ws / "report.json").read_text(encoding="utf-8"))["stages"]["robustness"]["target_calls"]
+    assert calls == 40
+    assert f"rag-gate: the noise test: asking the target for {calls} answers from given passages\n" in proc.stderr
+    assert re.search(rf"^rag-gate: the target took \d+\.\d s for 40 cases: 40 answered, 0 errored; and {calls} answers from "
+                     r"given passages for the noise test \(\d+\.\d s of it\)$", proc.stderr, re.MULTILINE), proc.stderr
+    # the offline metrics are scores too, computed in-process: no judge client, so no calls, tokens or cost
+    assert re.search(r"^rag-gate: the judges took \d+\.\d s for \d+ scores \(generation \d+\)$", proc.stderr, re.MULTILINE), proc.stderr
+
+
 def test_a_terminal_gets_bars_and_a_disabled_reporter_says_nothing() -> None:
     term = Terminal()
     shown = Progress(True, term)

@@ -56,11 +56,15 @@ class Task:
 EngineFactory = Callable[..., "tuple[dict[str, Engine], JudgeClient | None]"]
 
 
+NOISE_ANSWERS = "the noise test"  # the robustness stage asking the target again (unit "answer")
+
+
 class JudgeProgress(Protocol):
     """Where a judge stage says how far it is: ``start`` with the scores it will judge (and, with an LLM judge, the
-    client's usage so far: calls, tokens, cost, read as they accrue), ``done`` after each."""
+    client's usage so far: calls, tokens, cost, read as they accrue), ``done`` after each. ``unit`` "answer": the
+    stage asks the target (the noise test's answers from given passages), not the judge."""
 
-    def start(self, stage: str, total: int, usage: Callable[[], Usage] | None = None) -> None: ...
+    def start(self, stage: str, total: int, usage: Callable[[], Usage] | None = None, unit: str = "score") -> None: ...
 
     def done(self, stage: str) -> None: ...
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -33,6 +33,7 @@ from gate.core.textmatch import squad_tokens, text_matches
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.judges import JudgeInput, JudgeSettings
 from gate.stages.judging import (
+    NOISE_ANSWERS,
     JudgeProgress,
     Task,
     build_engines,
@@ -123,8 +124,9 @@ def correctness_plan(cfg: Mapping[str, Any]) -> MetricPlan:
 
 
 def answer_all(target: ContextAnswerer, jobs: Sequence[tuple[GoldenCase, list[str]]], concurrency: int,
-               deadline: Deadline = NO_DEADLINE) -> list[Answer]:
-    """The target's answer to each (case, contexts), ``concurrency`` at a time. Never raises per job."""
+               deadline: Deadline = NO_DEADLINE, on_done: Callable[[], None] | None = None) -> list[Answer]:
+    """The target's answer to each (case, contexts), ``concurrency`` at a time (``on_done`` told after each). Never
+    raises per job."""
 
     def one(job: tuple[GoldenCase, list[str]]) -> Answer:
         if deadline.reached():
@@ -133,6 +135,9 @@ def answer_all(target: ContextAnswerer, jobs: Sequence[tuple[GoldenCase, list[st
             return target.answer_from(job[0], job[1])
         except Exception as exc:  # a bug in a target must not lose the other cases
             return Answer(None, f"{type(exc).__name__}: {exc}")
+        finally:
+            if on_done is not None:
+                on_done()
 
     workers = max(1, min(concurrency, len(jobs) or 1))
     if workers == 1:
@@ -226,7 +231,8 @@ def choose_distractors(run: NoiseRun, outputs: Mapping[str, TargetOutput], setti
 
 
 def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int,
-                           precomputed: Mapping[str, Mapping[str, Any]] | None, seed: int, deadline: Deadline = NO_DEADLINE) -> int:
+                           precomputed: Mapping[str, Mapping[str, Any]] | None, seed: int, deadline: Deadline = NO_DEADLINE,
+                           progress: JudgeProgress | None = None) -> int:
     """Step 2: the answer from the case's own contexts and from them with the distractors injected; the target calls made."""
     live = run.live()
     if precomputed is not None or target is None:
@@ -243,7 +249,9 @@ def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], t
     noisy = {c.id: inject(run.contexts[c.id], [d["text"] or "" for d in run.rows[c.id].get("distractors", [])], run.position,
                           random.Random(f"{seed}\x00{c.id}")) for c in live}
     jobs = [(c, run.contexts[c.id]) for c in live] + [(c, noisy[c.id]) for c in live]
-    answers = answer_all(target, jobs, concurrency, deadline)
+    if progress is not None and jobs:
+        progress.start(NOISE_ANSWERS, len(jobs), unit="answer")
+    answers = answer_all(target, jobs, concurrency, deadline, None if progress is None else lambda: progress.done(NOISE_ANSWERS))
     for i, c in enumerate(live):
         clean, dirty, row = answers[i], answers[len(live) + i], run.rows[c.id]
         bad = clean.error or dirty.error
@@ -319,7 +327,7 @@ def noise_test(
                                 "the target call failed for this case"} for c in sample}, k=int(cfg.get("distractors", 2)),
                    position=cfg.get("position", "front"), source=cfg.get("source", "corpus"))
     choose_distractors(run, outputs, settings, cache, match, precomputed, file_distractors)
-    calls = answer_clean_and_noisy(run, outputs, target, concurrency, precomputed, int(cfg.get("seed", 0)), deadline)
+    calls = answer_clean_and_noisy(run, outputs, target, concurrency, precomputed, int(cfg.get("seed", 0)), deadline, progress)
     threshold = float(cfg.get("correctness", {}).get("threshold", 0.5))
     judged = judge_correctness(run, plan, settings, cache, threshold, deadline, progress)
     info: NoiseInfo = {**merge_usage(judged, run.usage), "cache_hits": judged.get("cache_hits", 0),  # type: ignore[typeddict-item]
