@@ -719,4 +719,5 @@ def test_the_action_logs_progress_lines_on_stderr(gh, ws):
     r = run_action(gh, ws, "pull_request", pr_event())
     assert r.code == 0, str(r)
     assert "rag-gate: asking the python target for 40 cases" in r.stderr
-    assert re.search(r"^rag-gate: the target took \d+\.\d s for 40 cases: 40 answered, 0 errored$", r.stderr, re.MULTILINE), r.stderr
+    assert re.search(r"^rag-gate: the target took \d+\.\d s for 40 cases: 40 answered, 0 errored; and 40 answers from given "
+                     r"passages for the noise test \(\d+\.\d s of it\)$", r.stderr, re.MULTILINE), r.stderr
