@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.core.sampling import JUDGED_CASES, sample_from
+from gate.judges import judge_cost
 
 # calls a metric makes per judged sample (k: the sample's contexts); a GEval criterion also derives its steps once
 CALLS: dict[tuple[str, str], Callable[[int], int]] = {
@@ -47,7 +48,7 @@ def calls_per_sample(engine: str, metric: str, contexts: int) -> int:
 
 
 @dataclass
-class MetricPlan:
+class MetricEstimate:
     name: str
     engine: str
     sampled: int = 0
@@ -64,7 +65,7 @@ class RunPlan:
     retrieval_cases: int
     sample: int
     target_calls: int
-    metrics: list[MetricPlan] = field(default_factory=list)
+    metrics: list[MetricEstimate] = field(default_factory=list)
     self_check_calls: int = 0
     pairing_calls: int = 0
     steps_calls: int = 0
@@ -115,7 +116,7 @@ def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | 
     settings, why_not = judge_settings(spec.data.get("judge"), environment, secrets=spec.secrets)
     plans = plan_metrics(gen)
     runnable = [p for p in plans if p.engine == "offline" or settings is not None]
-    plan.metrics = [MetricPlan(p.name, p.engine, sampled=len(sample), not_judged=None if p in runnable else f"not evaluated: {why_not}")
+    plan.metrics = [MetricEstimate(p.name, p.engine, sampled=len(sample), not_judged=None if p in runnable else f"not evaluated: {why_not}")
                     for p in plans]
     if not ask_target:
         for m, p in zip(plan.metrics, plans, strict=True):
@@ -185,9 +186,7 @@ def _tokens(plan: RunPlan, spec: Any, items: list[tuple[str, str, tuple[str, ...
     prompt = int(calls * (PROMPT_OVERHEAD + mean_chars / 4))
     completion = calls * COMPLETION
     plan.tokens = prompt + completion
-    prices = (spec.data.get("judge") or {}).get("prices") or {}
-    if prices:
-        plan.cost = (prompt * float(prices.get("input_per_million", 0)) + completion * float(prices.get("output_per_million", 0))) / 1e6
+    plan.cost = judge_cost((spec.data.get("judge") or {}).get("prices") or {}, prompt, completion)
 
 
 def render_plan(plan: RunPlan) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,6 +53,14 @@ class JudgeSettings:
     max_tokens: int | None = None  # cap on each judge reply (None: the engine's default)
     prices: dict[str, float] = field(default_factory=dict)  # input_per_million, output_per_million
     secrets: tuple[str, ...] = ()  # every secret of the run (the key included): no judge error may show one
+
+
+def judge_cost(prices: Mapping[str, float], prompt: int, completion: int, embedding: int = 0) -> float | None:
+    """What the tokens cost at ``judge.prices`` (per million tokens); None when no price is set."""
+    if "input_per_million" not in prices and "output_per_million" not in prices:
+        return None
+    return (prompt * float(prices.get("input_per_million", 0.0)) + completion * float(prices.get("output_per_million", 0.0))
+            + embedding * float(prices.get("embeddings_per_million", 0.0))) / 1_000_000
 
 
 class Engine(Protocol):

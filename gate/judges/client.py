@@ -22,7 +22,7 @@ from typing import Any
 
 from gate.core.redact import Redactor
 from gate.core.report import Usage
-from gate.judges import JudgeBudgetExceeded, JudgeError, JudgeSettings
+from gate.judges import JudgeBudgetExceeded, JudgeError, JudgeSettings, judge_cost
 
 _CLASSES: dict[str, type] = {}
 
@@ -113,14 +113,7 @@ class JudgeClient:
 
     def usage(self) -> Usage:
         """Calls (every HTTP attempt), tokens the judge reported, and the cost when prices are set."""
-        prices = self.settings.prices or {}
-        cost: float | None = None
-        if "input_per_million" in prices or "output_per_million" in prices:
-            cost = (
-                self._tokens["prompt"] * float(prices.get("input_per_million", 0.0))
-                + self._tokens["completion"] * float(prices.get("output_per_million", 0.0))
-                + self._tokens["embedding"] * float(prices.get("embeddings_per_million", 0.0))
-            ) / 1_000_000
+        cost = judge_cost(self.settings.prices or {}, self._tokens["prompt"], self._tokens["completion"], self._tokens["embedding"])
         return {
             "calls": sum(self._calls.values()),
             "chat_calls": self._calls["chat"],
