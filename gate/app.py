@@ -54,7 +54,7 @@ def html_report(report: Report, view: Viewed | None = None) -> str:
     page = Assets((assets / "report.css").read_text(encoding="utf-8"), (assets / "report.js").read_text(encoding="utf-8"))
     if view is None:
         return render_html(report, ViewInputs(), page, dumps=page_json)
-    return render_html(report, ViewInputs(view.cases, view.baseline, view.passages), page, clean=view.redact.document, dumps=page_json)
+    return render_html(report, ViewInputs(view.cases, view.baseline, view.passages()), page, clean=view.redact.document, dumps=page_json)
 
 
 class Progress:

@@ -520,22 +520,25 @@ def run_viewed(config: str, options: RunOptions | None = None) -> Viewed:
 @dataclass(frozen=True)
 class Viewed:
     """A run's report, and what the HTML report shows beside it: the golden cases, the reference run the report was
-    compared with, and the retrieved passages' texts as the target returned them. ``redact`` holds the run's secrets:
-    whatever is shown from these goes through it, as the report did."""
+    compared with, and (``passages()``) the retrieved passages' texts as the target returned them. ``redact`` holds the
+    run's secrets: whatever is shown from these goes through it, as the report did."""
 
     report: Report
     cases: Sequence[GoldenCase]
     baseline: ReferenceDoc | None
-    passages: dict[str, str]
+    outputs: Mapping[str, TargetOutput]
+    k: int
     redact: Redactor
+
+    def passages(self) -> dict[str, str]:
+        """Passage id -> text, for the top k of every answer (read only when the HTML report is written)."""
+        return {p.id: p.text for o in self.outputs.values() for p in o.retrieved[: self.k] if p.text}
 
 
 def viewed(report: Report, loaded: Loaded, outputs: Mapping[str, TargetOutput], options: RunOptions) -> Viewed:
     """The report redacted (one place for it: no output can hold a secret the target or a judge echoed), with the rest."""
     redactor = Redactor([*loaded.spec.secrets, *options.secrets])
-    k = loaded.spec.target_k
-    passages = {p.id: p.text for o in outputs.values() for p in o.retrieved[:k] if p.text}
-    return Viewed(cast(Report, redactor.document(report)), loaded.cases, loaded.baseline, passages, redactor)
+    return Viewed(cast(Report, redactor.document(report)), loaded.cases, loaded.baseline, outputs, loaded.spec.target_k, redactor)
 
 
 @contextmanager

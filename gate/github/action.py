@@ -78,7 +78,7 @@ def default_mode(env: Mapping[str, str], ev: Mapping[str, Any]) -> str:
     return "gate"
 
 
-def run_page(env: Mapping[str, str], run_id: Any = None) -> str | None:
+def run_page_url(env: Mapping[str, str], run_id: Any = None) -> str | None:
     """The page of a workflow run (this job's, or ``run_id``'s in this repository), where its artifacts are; None when
     the environment does not say (outside GitHub) or says something of another form."""
     run_id = env.get("GITHUB_RUN_ID") if run_id is None else run_id
@@ -154,7 +154,7 @@ def _main(env: dict[str, str]) -> int:
     base_sha = (pull.get("base") or {}).get("sha")
     head_sha = (pull.get("head") or {}).get("sha") or (None if pull else env.get("GITHUB_SHA"))
     options = RunOptions(commit=env.get("GITHUB_SHA"), pull_request=(pr, head_sha), secrets=[token] if token else [],
-                         max_duration_s=_seconds(action_input(env, "max-duration-s")), run_url=run_page(env))
+                         max_duration_s=_seconds(action_input(env, "max-duration-s")), run_url=run_page_url(env))
     store = None
     if client is not None:
         from gate.github.history import ReadTolerant, RepoHistoryStore, baseline_chooser
@@ -330,7 +330,7 @@ def _report_mode(env: Mapping[str, str], ev: Mapping[str, Any], client: Any, pol
                          "workflow run ran: refusing to comment on it", file=report_path, key="run.pr")
     # the link to the run's artifacts: the run the event names (the fork's pull_request run), never the artifact's own
     report["run"].pop("url", None)
-    page = run_page(env, str(workflow_run.get("id") or ""))  # no id: no link (this job's own run has no artifact)
+    page = run_page_url(env, str(workflow_run.get("id") or ""))  # no id: no link (this job's own run has no artifact)
     if page:
         report["run"]["url"] = page
     append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))

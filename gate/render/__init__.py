@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gate.core.report import Report, StageResult
+from gate.core.report import Reference, Report, StageResult
 
 STATUS_ICON = {"pass": "✅", "fail": "❌", "error": "⚠️", "skipped": "⏭️"}
 VERDICT_TITLE = {"pass": "passed", "fail": "failed", "error": "could not complete"}
@@ -92,6 +92,20 @@ def headline(report: Report) -> str:
 def ordered_stages(report: Report) -> list[tuple[str, StageResult]]:
     stages = report.get("stages", {})
     return [(n, stages[n]) for n in STAGE_ORDER if n in stages] + [(n, s) for n, s in stages.items() if n not in STAGE_ORDER]
+
+
+def reference_answers(reference: Reference | None) -> dict[str, str]:
+    """Case id -> the reference run's answer, for the cases whose judged answer it kept (its texts table)."""
+    if reference is None:
+        return {}
+    texts = reference.get("texts", {})
+    out: dict[str, str] = {}
+    for stage in reference.get("stages", {}).values():
+        for row in stage.get("samples", []):
+            answer = row["output"]["answer"] if "output" in row else None
+            if answer is not None and answer in texts:
+                out.setdefault(row["id"], texts[answer])
+    return out
 
 
 def rejection_misses(stage: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from gate.render import (
     headline_verdict,
     metric_rows,
     ordered_stages,
+    reference_answers,
     rejection_miss,
     rejection_misses,
 )
@@ -174,17 +175,7 @@ class _Index:
         self.rejection = {name: {r["id"]: r for r in stage.get("rejection", {}).get("cases", [])} for name, stage in self.stages}
         self.misses = {name: {r["id"] for r in rejection_misses(stage)} for name, stage in self.stages}
         self.worse = {name: {w["id"]: w for w in stage.get("worse_cases", [])} for name, stage in self.stages}
-        self.texts: Mapping[str, str] = baseline.get("texts", {}) if baseline else {}
-        self.answers = [_rows(stage.get("samples", [])) for stage in base_stages.values()]
-
-    def answer(self, case_id: str) -> str | None:
-        """The reference run's answer to the case, when it kept its judged answers."""
-        for rows in self.answers:
-            row = rows.get(case_id)
-            answer = row["output"]["answer"] if row is not None and "output" in row else None
-            if answer is not None and answer in self.texts:
-                return self.texts[answer]
-        return None
+        self.answers = reference_answers(baseline)  # case id -> the reference run's answer
 
 
 def _case(report: Report, out: Any, golden: GoldenCase | None, inputs: ViewInputs, index: _Index) -> dict[str, Any]:
@@ -241,7 +232,7 @@ def _case(report: Report, out: Any, golden: GoldenCase | None, inputs: ViewInput
                 worse.append(f"{name}: likely cause: {w['cause']}")
     case.update(stages=stages, metrics=metrics, baseline_metrics=base_metrics, not_scored=not_scored,
                 flags={"worse": worse, "failed": failed, "errored": errored})
-    case["baseline_answer"] = index.answer(case_id)
+    case["baseline_answer"] = index.answers.get(case_id)
     if case["baseline_answer"] is not None and out["answer"] is not None and case["baseline_answer"] != out["answer"]:
         case["diff"] = word_diff(case["baseline_answer"], out["answer"])
     return case

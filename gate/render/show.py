@@ -9,7 +9,7 @@ from typing import Any
 from gate.core.model import GoldenCase
 from gate.core.report import Reference as ReferenceDoc
 from gate.core.report import Report
-from gate.render import fmt_value, ordered_stages, rejection_miss, rejection_misses
+from gate.render import fmt_value, ordered_stages, reference_answers, rejection_miss, rejection_misses
 
 
 def _case_row(samples: Sequence[Mapping[str, Any]], case_id: str) -> Mapping[str, Any] | None:
@@ -40,7 +40,7 @@ def render_case(report: Report, case_id: str, golden: GoldenCase | None = None, 
     else:
         latency = f" in {out['latency_ms']:.0f} ms" if out["latency_ms"] is not None else ""
         lines.append(f"answer{latency}: {out['answer'] if out['answer'] is not None else '(none)'}")
-        answer = _baseline_answer(baseline, case_id)
+        answer = reference_answers(baseline).get(case_id)
         if answer is not None and answer != out["answer"]:
             lines.append(f"baseline's answer: {answer}")
     base_stages: Mapping[str, Any] = baseline["stages"] if baseline else {}
@@ -93,16 +93,3 @@ def _rejection_line(row: Mapping[str, Any], stage: Mapping[str, Any]) -> str:
     verdict = "refused" if row.get("refused") else "answered"
     missed = any(r["id"] == row["id"] for r in rejection_misses(stage))
     return f"rejection: {verdict}, decided by {decided}" + (f": a miss ({rejection_miss(row)})" if missed else ": as it should")
-
-
-def _baseline_answer(baseline: ReferenceDoc | None, case_id: str) -> str | None:
-    """The baseline's answer to the case, when the baseline kept its judged answers."""
-    if baseline is None:
-        return None
-    texts = baseline.get("texts", {})
-    for stage in baseline.get("stages", {}).values():
-        row = _case_row(stage.get("samples", []), case_id)
-        ref = (row or {}).get("output")
-        if ref and ref.get("answer") in texts:
-            return texts[ref["answer"]]
-    return None
