@@ -234,7 +234,9 @@ def test_ten_simultaneous_record_runs_under_act_end_with_ten_entries(act: str, r
     push = {"ref": "refs/heads/main", "after": head, "repository": {"full_name": "owner/repo", "default_branch": "main"}}
     with GitHubServer(repos=("owner/repo",)) as gh:
         gh.put_file("rag-gate/history.jsonl", "rag-gate-history", "", "owner/repo")
-        gh.hold_reads(10, timeout=120)  # the ten runs' first reads of the history wait for each other: they start together
+        # the ten runs' first reads of the history wait for each other (they start together), at most 25 s: under the
+        # client's 30 s timeout, so a container that starts late never turns a held read into a timeout and retries
+        gh.hold_reads(10, timeout=25)
         code, out, log = run_act(act, repo, gh, rag_url, event_name="push", workflow="record-x10.yml", event=push,
                                  extra=["--concurrent-jobs", "10"])
         assert code == 0, log[-3000:]
