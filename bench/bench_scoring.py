@@ -134,7 +134,7 @@ def steps(spec_path: Path, repeat: int) -> list[tuple[str, float]]:
     from gate.config.loader import load_spec
     from gate.io.golden import load_golden_set
     from gate.io.reports import read_baseline
-    from gate.pipeline import RunContext, collect_outputs, evaluate
+    from gate.pipeline import RunFacts, collect_outputs, evaluate
     from gate.render.console import render_console
     from gate.render.junit import render_junit
     from gate.render.markdown import render_comment
@@ -155,7 +155,7 @@ def steps(spec_path: Path, repeat: int) -> list[tuple[str, float]]:
 
     t, _ = best_of(repeat, lambda: retrieval_stage(cases, outputs, spec.retrieval_metrics(), spec.retrieval.get("match", {})))
     out.append(("  of which: score retrieval metrics", t))
-    context = RunContext(created_at="2026-01-01T00:00:00+00:00", baseline=baseline, target_kind=target.kind)
+    context = RunFacts(created_at="2026-01-01T00:00:00+00:00", baseline=baseline, target_kind=target.kind)
     t, report = best_of(repeat, lambda: evaluate(spec, cases, outputs, context))
     out.append(("evaluate (scores, breakdowns, gates, worse cases)", t))
     t, _ = best_of(repeat, lambda: render_comment(report))

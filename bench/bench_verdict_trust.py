@@ -2,7 +2,7 @@
 (same-run pairs), the last two through rag-gate's real generation stage, cache and gates.
 
 A simulated world: N cases with a true faithfulness each (~ Beta(7, 1.05)); a simulated judge engine (the Engine
-protocol of gate.judges, named "ragas" so that plan_metrics gives it "faithfulness") scores an answer text from the
+protocol of gate.judges, named "ragas" so that engine_metrics gives it "faithfulness") scores an answer text from the
 world's noise model. Answer texts carry the case and a version ("answer 12 v3"), so a reworded or changed answer is a
 changed judge input, and an unchanged one is a cache hit. Each trial: 7 default-branch runs, one a week, each a real
 ``generation_stage`` on a real SQLite ``JudgeCache`` (an unchanged answer reuses the score of the first run that judged
@@ -14,7 +14,7 @@ once per rule on a copy of that cache:
   old rule      references that kept no answers (as an older rag-gate wrote them: pairing method "stored scores"):
                 decide_gates compares this run's per-case scores with the baseline's stored scores (max_drop) or the
                 window's per-case means (trend) in a paired bootstrap; method "paired bootstrap".
-  new rule      gate.pipeline.judge_references on the full documents (the baseline; the oldest entry of the window):
+  new rule      gate.pipeline.paired_runs on the full documents (the baseline; the oldest entry of the window):
                 the stage pairs every case, unchanged answers give a delta of exactly 0, changed ones have the
                 reference's answer judged again in this run; method "same-run pairs".
 
@@ -42,7 +42,7 @@ only: more cases, a lower case_drop, or each side judged 2 or 4 times. Judging e
 option of rag-gate: the simulated engine then returns the mean of that many calls (each counted), labelled
 "hypothetical". Judge calls are the simulated engine's calls during the PR run only.
 
-The default-branch runs pass no references (judge_references) to the stage: in these worlds what they would re-judge
+The default-branch runs pass no references (paired_runs) to the stage: in these worlds what they would re-judge
 changes no stored score and no PR decision, and it would only cost time.
 
     python bench/bench_verdict_trust.py [--trials 300] [--quick] [--sigma 0.05] [--worlds 1 3 5] [--jobs 2] [--no-fixes]
@@ -70,10 +70,10 @@ from typing import Any
 
 from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
 from gate.core.records import baseline_from_report, entry_from_report, text_table
-from gate.core.verdict import StageReferences, decide_gates
+from gate.core.verdict import CompareWith, decide_gates
 from gate.judges import JudgeInput
 from gate.judges.cache import JudgeCache
-from gate.pipeline import judge_references
+from gate.pipeline import paired_runs
 from gate.stages.generation import generation_stage
 
 JUDGE = {"base_url": "http://127.0.0.1:9/v1", "model": "sim-2024-01-01"}  # judge_settings needs both; no call leaves the process
@@ -221,7 +221,7 @@ class SimEngine:
 
 
 class _Spec:
-    """What gate.pipeline.judge_references reads of a spec."""
+    """What gate.pipeline.paired_runs reads of a spec."""
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.data = {"stages": {"generation": cfg}}
@@ -342,12 +342,12 @@ def trial(world: World, setting: Setting, sigma: float, index: int, folder: str,
         for rule, (base_doc, hist_docs) in docs.items():
             pr_path = path.with_name(f"{path.stem}-{rule}.sqlite")
             shutil.copyfile(path, pr_path)
-            refs = judge_references(_Spec(cfg), base_doc, "the base commit's entry", hist_docs, text_table(base_doc, *hist_docs))  # type: ignore[arg-type]
+            refs = paired_runs(_Spec(cfg), base_doc, "the base commit's entry", hist_docs, text_table(base_doc, *hist_docs))  # type: ignore[arg-type]
             judge = judge_of(0, f"pr|{scenario}|{rule}")
             with JudgeCache(pr_path) as pr_cache:
                 stage = generation_stage(cfg, JUDGE, pr_cases, outputs, pr_cache, env={}, engine_factory=judge.factory, references=refs)
             pr_path.unlink()
-            decision = decide_gates("generation", stage, cfg["gates"], StageReferences(baseline=base_doc["stages"]["generation"],
+            decision = decide_gates("generation", stage, cfg["gates"], CompareWith(baseline=base_doc["stages"]["generation"],
                                                                                      history=hist_docs))[0]  # type: ignore[arg-type]
             checks = checks_of(decision)
             pairing = stage.get("pairing", {})

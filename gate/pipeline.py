@@ -27,7 +27,7 @@ from gate.core.cases import fingerprint as golden_fingerprint
 from gate.core.cases import groups
 from gate.core.errors import RunError
 from gate.core.model import GoldenCase, TargetOutput
-from gate.core.pairs import ReferenceRun, reference_run
+from gate.core.pairs import PairedRun, paired_run
 from gate.core.records import history_summary, mismatched, text_table, window
 from gate.core.redact import Redactor
 from gate.core.report import (
@@ -40,9 +40,9 @@ from gate.core.report import (
     RunInfo,
     StageMeasurement,
     StageResult,
+    StoredRun,
 )
-from gate.core.report import Reference as ReferenceDoc
-from gate.core.verdict import DEFAULT_WINDOW, StageReferences, decide_verdict, gate_stage, run_errors, trap_warning
+from gate.core.verdict import DEFAULT_WINDOW, CompareWith, decide_verdict, gate_stage, run_errors, trap_warning
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.io.golden import load_golden_set
 from gate.io.history import HistoryStore, LocalHistoryStore
@@ -56,13 +56,13 @@ COMMITTED = "the committed baseline file"
 
 
 @dataclass(frozen=True)
-class RunContext:
+class RunFacts:
     """What a run is compared with and the facts about it that come from outside: its time, commit and pull request."""
 
     created_at: str
     commit: str | None = None
     duration_s: float | None = None
-    baseline: ReferenceDoc | None = None
+    baseline: StoredRun | None = None
     baseline_source: str | None = None
     history: Sequence[HistoryEntry] = ()  # usable entries (same golden set and spec), oldest first
     warnings: Sequence[str] = ()  # from reading the history
@@ -118,15 +118,15 @@ def reference_k(spec: Spec) -> int:
     return min(ks) if ks else spec.target_k
 
 
-def judge_references(spec: Spec, baseline: ReferenceDoc | None, source: str | None, history: Sequence[HistoryEntry],
-                     texts: Mapping[str, str], stage: str = "generation") -> list[ReferenceRun]:
+def paired_runs(spec: Spec, baseline: StoredRun | None, source: str | None, history: Sequence[HistoryEntry],
+                     texts: Mapping[str, str], stage: str = "generation") -> list[PairedRun]:
     """The runs the stage's relative gates compare with: the baseline (max_drop, case_drop) and, per trend window,
     the oldest run of the window. Their judged answers are judged again in this run, beside this run's."""
     gates = (spec.data["stages"].get(stage) or {}).get("gates", {})
-    runs: list[ReferenceRun] = []
+    runs: list[PairedRun] = []
     if baseline is not None and any("max_drop" in g or "case_drop" in g for g in gates.values()):
         when = (baseline["created_at"] or "")[:10]
-        run = reference_run("baseline", f"the baseline ({source or COMMITTED}{', ' + when if when else ''})", baseline, stage, texts)
+        run = paired_run("baseline", f"the baseline ({source or COMMITTED}{', ' + when if when else ''})", baseline, stage, texts)
         if run is not None:
             runs.append(run)
     usable = [e for e in history if stage in e["stages"]]
@@ -137,17 +137,17 @@ def judge_references(spec: Spec, baseline: ReferenceDoc | None, source: str | No
         oldest = entries[0]
         label = (f"the oldest of the last {len(entries)} default-branch run{'s' if len(entries) != 1 else ''} "
                  f"({oldest['commit'][:7] if oldest['commit'] else 'no commit'}, {oldest['created_at'][:10]})")
-        run = reference_run(f"trend:{size}", label, oldest, stage, texts)
+        run = paired_run(f"trend:{size}", label, oldest, stage, texts)
         if run is not None:
             runs.append(run)
     return runs
 
 
 def measure_judged(spec: Spec, cases: Sequence[GoldenCase], outputs: dict[str, TargetOutput], target: Any,
-                   use_cache: bool, deadline: Deadline = NO_DEADLINE, references: Sequence[ReferenceRun] = (),
+                   use_cache: bool, deadline: Deadline = NO_DEADLINE, references: Sequence[PairedRun] = (),
                    only: Collection[str] | None = None, progress: Any = None) -> dict[str, StageMeasurement]:
     """Run the generation and robustness stages the spec configures (they share one judge cache). ``references``: the
-    runs the generation stage's relative gates compare with (judge_references). ``only``: a shard's case ids (every
+    runs the generation stage's relative gates compare with (paired_runs). ``only``: a shard's case ids (every
     sample is drawn from ``cases``, the whole golden set, then restricted to them); ``outputs`` holds theirs."""
     stages_cfg = spec.data["stages"]
     judged: dict[str, StageMeasurement] = {}
@@ -190,7 +190,7 @@ def _skipped(reason: str) -> StageMeasurement:
     return {"skipped": reason, "metrics": {}, "samples": [], "not_evaluated": {}, "warnings": []}
 
 
-def gate_stages(spec: Spec, measured: Mapping[str, StageMeasurement], context: RunContext, fingerprints: dict[str, str],
+def gate_stages(spec: Spec, measured: Mapping[str, StageMeasurement], context: RunFacts, fingerprints: dict[str, str],
                 questions: Mapping[str, str], case_groups: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
                 ) -> dict[str, StageResult]:
     """Every stage gated the same way, against the baseline's stage and the history entries measured the same way."""
@@ -199,7 +199,7 @@ def gate_stages(spec: Spec, measured: Mapping[str, StageMeasurement], context: R
     for name, stage in measured.items():
         differs = baseline is not None and bool(mismatched(baseline, fingerprints, name))
         # the stored-scores comparison needs runs measured the same way; same-run pairs do not (gate.core.pairs)
-        refs = StageReferences(
+        refs = CompareWith(
             baseline=baseline["stages"].get(name) if baseline else None,
             history=[e for e in context.history if not mismatched(e, fingerprints, name)],
             mismatch_policy=spec.data["baseline"]["on_mismatch"] if differs else None,
@@ -215,7 +215,7 @@ def evaluate(
     spec: Spec,
     cases: Sequence[GoldenCase],
     outputs: Mapping[str, TargetOutput],
-    context: RunContext,
+    context: RunFacts,
     judged: Mapping[str, StageMeasurement] | None = None,
 ) -> Report:
     """The report for one run. Pure: the retrieval stage is measured here (it needs no I/O), ``judged`` holds the
@@ -301,7 +301,7 @@ def question_mix(cases: Sequence[GoldenCase], spec: Spec) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _run_info(spec: Spec, context: RunContext) -> RunInfo:
+def _run_info(spec: Spec, context: RunFacts) -> RunInfo:
     run: RunInfo = {
         "created_at": context.created_at,
         "config": str(spec.path),
@@ -317,7 +317,7 @@ def _run_info(spec: Spec, context: RunContext) -> RunInfo:
     return run
 
 
-def _baseline_info(spec: Spec, context: RunContext, fingerprints: dict[str, str]) -> BaselineInfo:
+def _baseline_info(spec: Spec, context: RunFacts, fingerprints: dict[str, str]) -> BaselineInfo:
     baseline = context.baseline
     return {
         "path": str(spec.baseline_path),
@@ -413,7 +413,7 @@ class Loaded:
     cases: list[GoldenCase]
     store: HistoryStore
     entries: list[HistoryEntry]
-    baseline: ReferenceDoc | None
+    baseline: StoredRun | None
     source: str
     deadline: Deadline
     pending: int = 0  # generated cases left out: they await review
@@ -434,7 +434,7 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
     if hasattr(store, "max_entries"):
         store.max_entries = max_entries
     entries = store.read()
-    baseline: ReferenceDoc | None = read_baseline(spec.baseline_path)
+    baseline: StoredRun | None = read_baseline(spec.baseline_path)
     source = COMMITTED
     chosen = options.choose_baseline(entries) if options.choose_baseline else None
     if chosen is not None and chosen[0] is not None:
@@ -464,7 +464,7 @@ def measure(loaded: Loaded, options: RunOptions, only: Sequence[GoldenCase] | No
         if options.on_start:
             options.on_start(len(asked), target.kind)
         outputs = collect_outputs(target, asked, spec.target_k, options.on_done, loaded.deadline)
-        references = judge_references(spec, loaded.baseline, loaded.source, loaded.history, text_table(loaded.baseline, *loaded.entries))
+        references = paired_runs(spec, loaded.baseline, loaded.source, loaded.history, text_table(loaded.baseline, *loaded.entries))
         # robustness asks the target again
         judged = measure_judged(spec, cases, outputs, target, options.use_cache, loaded.deadline, references,
                                 None if only is None else {c.id for c in only}, options.judge_progress)
@@ -506,7 +506,7 @@ def run_viewed(config: str, options: RunOptions | None = None) -> Viewed:
         measured = measure(loaded, options)
         spec, cases, outputs, judged = loaded.spec, loaded.cases, measured.outputs, measured.judged
         no_text = passage_text_warning(spec, outputs)
-        context = RunContext(created_at=options.now(), commit=options.commit, duration_s=time.perf_counter() - started,
+        context = RunFacts(created_at=options.now(), commit=options.commit, duration_s=time.perf_counter() - started,
                              deadline_note=deadline_note(loaded.deadline, outputs, judged),
                              golden_fingerprint=golden_fingerprint(cases), baseline=loaded.baseline, baseline_source=loaded.source,
                              history=loaded.history,  # every stage picks the runs it can compare with (gate_stages)
@@ -525,7 +525,7 @@ class Viewed:
 
     report: Report
     cases: Sequence[GoldenCase]
-    baseline: ReferenceDoc | None
+    baseline: StoredRun | None
     outputs: Mapping[str, TargetOutput]
     k: int
     redact: Redactor

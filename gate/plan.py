@@ -82,8 +82,8 @@ class RunPlan:
 
 def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | None = None) -> RunPlan:
     """The plan of the run ``config`` describes."""
-    from gate.core.catalog import plan_metrics
-    from gate.pipeline import RunOptions, collect_outputs, judge_references, load
+    from gate.core.catalog import engine_metrics
+    from gate.pipeline import RunOptions, collect_outputs, load, paired_runs
     from gate.stages.judging import judge_settings, open_cache, split_cached
     from gate.targets.factory import make_target
 
@@ -114,7 +114,7 @@ def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | 
     if not gen:
         return plan
     settings, why_not = judge_settings(spec.data.get("judge"), environment, secrets=spec.secrets)
-    plans = plan_metrics(gen)
+    plans = engine_metrics(gen)
     runnable = [p for p in plans if p.engine == "offline" or settings is not None]
     plan.metrics = [MetricEstimate(p.name, p.engine, sampled=len(sample), not_judged=None if p in runnable else f"not evaluated: {why_not}")
                     for p in plans]
@@ -154,7 +154,7 @@ def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | 
             check_ids = {c.id for c in sample[: int(self_cfg.get("cases", 10))]}
             plan.self_check_calls = sum(calls_per_sample(t.plan.engine, t.plan.metric, len(t.item.contexts))
                                         for t in tasks if t.case_id in check_ids and t.plan.engine != "offline")
-        references = judge_references(spec, loaded.baseline, loaded.source, loaded.history, _texts(loaded))
+        references = paired_runs(spec, loaded.baseline, loaded.source, loaded.history, _texts(loaded))
         if references:
             pairs = plan_pairs(references, sample, {c.id for c in cases}, tasks, {t.key for t in todo}, engines, settings, cache)
             plan.pairing_calls = sum(calls_per_sample(t.plan.engine, t.plan.metric, len(t.item.contexts)) for t in pairs.fresh.values())

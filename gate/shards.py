@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from gate import __version__
-from gate.core.catalog import NOISE_METRICS, plan_metrics
+from gate.core.catalog import NOISE_METRICS, engine_metrics
 from gate.core.errors import InputError
 from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
 from gate.core.redact import Redactor
@@ -40,7 +40,7 @@ from gate.core.sampling import sample_from
 from gate.io.reports import check_document, load_json
 from gate.pipeline import (
     Loaded,
-    RunContext,
+    RunFacts,
     RunOptions,
     Viewed,
     deadline_note,
@@ -274,7 +274,7 @@ def merge_generation(cfg: Mapping[str, Any], cases: Sequence[GoldenCase], stages
         raise InputError("the shards were judged by different judges (engine versions or prompts differ): run them on one "
                          "image", hint=PART_HINT)
     engines = first.get("judge", {}).get("engines", {})
-    runnable = [p for p in plan_metrics(cfg) if p.engine in engines]
+    runnable = [p for p in engine_metrics(cfg) if p.engine in engines]
     runnable_names = {p.name for p in runnable}
     sample_ids = first["sample"]["ids"]
     by_id = {c.id: c for c in cases}
@@ -370,7 +370,7 @@ def merge_viewed(config: str, paths: Sequence[str], options: RunOptions | None =
         notes = [f"shard {p['shard']['index']} of {n}: {e}" for _, p in parts for e in p["errors"]]
         no_text = passage_text_warning(spec, outputs)
         longest = max(p["run"]["duration_s"] for _, p in parts)
-        context = RunContext(created_at=options.now(), commit=options.commit or parts[0][1]["run"]["commit"],
+        context = RunFacts(created_at=options.now(), commit=options.commit or parts[0][1]["run"]["commit"],
                              duration_s=longest + time.perf_counter() - started, deadline_note=" ".join(notes) or None,
                              golden_fingerprint=None, baseline=loaded.baseline, baseline_source=loaded.source,
                              history=loaded.history,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gate.core.catalog import higher_is_better
-from gate.core.compare import attribute, baseline_reference, case_scores, recall_trap, trend_reference, worse_cases
+from gate.core.compare import attribute, baseline_comparison, case_scores, recall_trap, trend_comparison, worse_cases
 from gate.core.errors import InputError
 from gate.io.reports import check_document, upgrade
 
@@ -227,7 +227,7 @@ def test_trend_reference_averages_per_case_over_the_entries():
         {"stages": {"generation": {"metrics": {"faithfulness": 0.6}, "samples": {"a": {"faithfulness": 0.6}, "b": {"faithfulness": 0.6}}}}},
         {"stages": {"retrieval": {"metrics": {"mrr": 0.5}}}},  # an entry without the stage does not count
     ]]
-    ref = trend_reference("generation", _report_stage({"a": 0.7, "b": 0.7}), entries, "faithfulness")
+    ref = trend_comparison("generation", _report_stage({"a": 0.7, "b": 0.7}), entries, "faithfulness")
     assert ref is not None
     assert ref.value == pytest.approx(0.7) and ref.runs == 2
     assert ref.paired is not None and ref.paired.n == 2
@@ -235,20 +235,20 @@ def test_trend_reference_averages_per_case_over_the_entries():
 
 
 def test_trend_reference_none_without_values_and_no_pairs_for_retrieval():
-    assert trend_reference("generation", _report_stage({"a": 0.7}), [], "faithfulness") is None
+    assert trend_comparison("generation", _report_stage({"a": 0.7}), [], "faithfulness") is None
     entries = [upgrade({"stages": {"retrieval": {"metrics": {"mrr": 0.5}, "samples": {"a": {"mrr": 1.0}}}}})]
-    ref = trend_reference("retrieval", [{"id": "a", "metrics": {"mrr": 0.5}}], entries, "mrr")
+    ref = trend_comparison("retrieval", [{"id": "a", "metrics": {"mrr": 0.5}}], entries, "mrr")
     assert ref is not None and ref.value == 0.5 and ref.paired is None
 
 
 def test_baseline_reference_pairs_only_common_cases():
     base = {"metrics": {"faithfulness": 0.85}, "samples": [{"id": "a", "metrics": {"faithfulness": 0.9}},
                                                           {"id": "gone", "metrics": {"faithfulness": 0.1}}]}
-    ref = baseline_reference("generation", _report_stage({"a": 0.8, "new": 0.2}), base, "faithfulness")
+    ref = baseline_comparison("generation", _report_stage({"a": 0.8, "new": 0.2}), base, "faithfulness")
     assert ref.value == 0.85
     assert ref.paired is not None and ref.paired.n == 1 and ref.paired.mean_drop == pytest.approx(0.1)
-    assert baseline_reference("generation", _report_stage({"a": 0.8}), None, "faithfulness").value is None
-    no_overlap = baseline_reference("generation", _report_stage({"new": 0.8}), base, "faithfulness")
+    assert baseline_comparison("generation", _report_stage({"a": 0.8}), None, "faithfulness").value is None
+    no_overlap = baseline_comparison("generation", _report_stage({"new": 0.8}), base, "faithfulness")
     assert no_overlap.value == 0.85 and no_overlap.paired is None
 
 
@@ -261,7 +261,7 @@ def test_baseline_reference_pairs_only_common_cases():
     ("fail", 0.01, "pass", False),
 ])
 def test_unstable_judge_warns_or_fails(on_unstable: str, max_diff: float, status: str, warned: bool) -> None:
-    from gate.core.verdict import StageReferences, gate_stage
+    from gate.core.verdict import CompareWith, gate_stage
 
     unstable = ["faithfulness"] if max_diff > 0.02 else []
     stage = {
@@ -270,6 +270,6 @@ def test_unstable_judge_warns_or_fails(on_unstable: str, max_diff: float, status
         "self_check": {"limit": 0.02, "on_unstable": on_unstable, "cases": 1, "errored": 0, "unstable": unstable,
                        "metrics": {"faithfulness": {"cases": 1, "max_diff": max_diff, "mean_diff": max_diff}}},
     }
-    out = gate_stage("generation", stage, {"faithfulness": {"min": 0.5}}, StageReferences(), {"a": "q"})
+    out = gate_stage("generation", stage, {"faithfulness": {"min": 0.5}}, CompareWith(), {"a": "q"})
     assert out["status"] == status
     assert any("judge unstable" in w for w in out["warnings"]) is warned

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.core.catalog import DEEPEVAL_METRICS, RAGAS_METRICS, MetricPlan, plan_metrics
+from gate.core.catalog import DEEPEVAL_METRICS, RAGAS_METRICS, EngineMetric, engine_metrics
 from gate.core.errors import EXIT_INPUT, EXIT_PASS
 from gate.judges import JudgeSettings
 from gate.judges.models import is_floating_model
@@ -21,10 +21,10 @@ CITES = "The answer names the document it relies on."
 
 
 def plans(cfg: dict) -> list[tuple[str, str, str]]:
-    return [(p.name, p.engine, p.metric) for p in plan_metrics(cfg)]
+    return [(p.name, p.engine, p.metric) for p in engine_metrics(cfg)]
 
 
-# --------------------------------------------------------------------------- plan_metrics
+# --------------------------------------------------------------------------- engine_metrics
 
 
 # (id, stage config, [(report name, engine, engine metric)])
@@ -60,8 +60,8 @@ def test_plan_metrics(cfg, expected):
 
 
 def test_plan_returns_metric_plans():
-    (p,) = plan_metrics({"metrics": ["deepeval/hallucination"]})
-    assert p == MetricPlan(name="hallucination", engine="deepeval", metric="hallucination")
+    (p,) = engine_metrics({"metrics": ["deepeval/hallucination"]})
+    assert p == EngineMetric(name="hallucination", engine="deepeval", metric="hallucination")
 
 
 # (id, stage config, words the message must contain)
@@ -82,14 +82,14 @@ PLAN_ERRORS = [
 @pytest.mark.parametrize(("cfg", "needles"), [r[1:] for r in PLAN_ERRORS], ids=[r[0] for r in PLAN_ERRORS])
 def test_plan_metrics_rejects(cfg, needles):
     with pytest.raises(ValueError) as info:
-        plan_metrics(cfg)
+        engine_metrics(cfg)
     for n in needles:
         assert n in str(info.value), (n, str(info.value))
 
 
 def test_unknown_metric_message_lists_every_known_metric():
     with pytest.raises(ValueError) as info:
-        plan_metrics({"metrics": ["bleu"]})
+        engine_metrics({"metrics": ["bleu"]})
     for known in RAGAS_METRICS | DEEPEVAL_METRICS | {"exact_match", "token_f1", "rouge_l"}:
         assert known in str(info.value)
 

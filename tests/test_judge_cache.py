@@ -24,7 +24,7 @@ BASE = {
     "model": "gpt-4o-2024-11-20",
     "temperature": 0.0,
     "prompt_fingerprint": "prompt v1",
-    "item": JudgeInput(question="What is the capital?", answer="Paris", contexts=("Paris is the capital.", "Lyon is big."), reference="Paris"),
+    "item": JudgeInput(question="What is the capital?", answer="Paris", contexts=("Paris is the capital.", "Lyon is big."), ground_truth="Paris"),
 }
 
 
@@ -60,9 +60,9 @@ CHANGES = {
     "contexts-fewer": {"item": _item(contexts=("Paris is the capital.",))},
     "contexts-split-differently": {"item": _item(contexts=("Paris is the capital.Lyon is big.",))},
     "contexts-none": {"item": _item(contexts=())},
-    "reference": {"item": _item(reference="Paris, France")},
-    "reference-none": {"item": _item(reference=None)},
-    "reference-empty": {"item": _item(reference="")},
+    "reference": {"item": _item(ground_truth="Paris, France")},
+    "reference-none": {"item": _item(ground_truth=None)},
+    "reference-empty": {"item": _item(ground_truth="")},
     "boundary-question-answer": {"item": _item(question="What is the capital?P", answer="aris")},
 }
 
@@ -81,7 +81,7 @@ def test_every_field_is_covered_by_a_change():
 
 
 def test_reference_none_and_empty_differ():
-    assert _key(item=_item(reference=None)) != _key(item=_item(reference=""))
+    assert _key(item=_item(ground_truth=None)) != _key(item=_item(ground_truth=""))
 
 
 def test_key_is_stable_when_nothing_changes():

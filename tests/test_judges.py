@@ -42,13 +42,13 @@ GOOD = JudgeInput(
         "The Eiffel Tower was completed in 1889 for the World's Fair.",
         "Located in Paris, the Eiffel Tower was completed in 1889 after two years of work.",
     ),
-    reference="The Eiffel Tower was completed in 1889.",
+    ground_truth="The Eiffel Tower was completed in 1889.",
 )
 BAD = JudgeInput(  # off topic, unsupported, and retrieved from the wrong documents
     question="When was the Eiffel Tower completed?",
     answer="The Great Wall of China stretches across northern China.",
     contexts=("Bananas are rich in potassium and grow in tropical climates.",),
-    reference="The Eiffel Tower was completed in 1889.",
+    ground_truth="The Eiffel Tower was completed in 1889.",
 )
 
 RAGAS_METRICS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness",
@@ -367,11 +367,11 @@ def test_needs_and_missing_inputs() -> None:
             assert deepeval.metrics() == set(DEEPEVAL_METRICS)
             assert ragas.needs("faithfulness") == {"contexts"}
             assert ragas.needs("answer_relevancy") == set()
-            assert ragas.needs("context_precision") == ragas.needs("context_recall") == {"contexts", "reference"}
-            assert ragas.needs("answer_correctness") == {"reference"}
-            assert ragas.needs("noise_sensitivity_relevant") == ragas.needs("noise_sensitivity_irrelevant") == {"contexts", "reference"}
+            assert ragas.needs("context_precision") == ragas.needs("context_recall") == {"contexts", "ground_truth"}
+            assert ragas.needs("answer_correctness") == {"ground_truth"}
+            assert ragas.needs("noise_sensitivity_relevant") == ragas.needs("noise_sensitivity_irrelevant") == {"contexts", "ground_truth"}
             assert deepeval.needs("hallucination") == deepeval.needs("grounded") == {"contexts"}
-            assert deepeval.needs("context_recall") == {"contexts", "reference"}
+            assert deepeval.needs("context_recall") == {"contexts", "ground_truth"}
             with pytest.raises(JudgeError, match="answer_relevancy needs judge.embeddings_model"):
                 await ragas.score("answer_relevancy", GOOD)
             with pytest.raises(JudgeError, match="faithfulness needs contexts"):

@@ -316,7 +316,7 @@ def test_rouge_l_beyond_ascii(answer, reference, expected):
 
 
 def _score(metric: str, answer: str, reference: str | None) -> float:
-    item = JudgeInput(question="Where?", answer=answer, contexts=("ctx",), reference=reference)
+    item = JudgeInput(question="Where?", answer=answer, contexts=("ctx",), ground_truth=reference)
     return asyncio.run(OfflineEngine().score(metric, item))
 
 
@@ -326,7 +326,7 @@ def test_engine_identity_and_needs():
     assert engine.version.startswith(gate.__version__ + "+norm")
     assert engine.metrics() == {"exact_match", "token_f1", "rouge_l"}
     for metric in engine.metrics():
-        assert engine.needs(metric) == {"reference"}
+        assert engine.needs(metric) == {"ground_truth"}
     assert len({engine.prompt_fingerprint(m) for m in engine.metrics()}) == 3
 
 

@@ -20,7 +20,7 @@ import pytest
 from gate.config.loader import load_spec
 from gate.core.records import baseline_from_report
 from gate.io.golden import load_golden_set
-from gate.pipeline import RunContext, evaluate
+from gate.pipeline import RunFacts, evaluate
 from gate.render.console import render_console
 from gate.render.junit import render_junit
 from gate.render.markdown import cell, code, marker, render_comment
@@ -81,7 +81,7 @@ def _report(tmp: Path, results: dict[str, list[str] | None], baseline: dict | No
     target = ResultsFileTarget(spec.resolve("results.jsonl"), cases)
     outputs = {c.id: target.ask(c, spec.target_k) for c in cases}
     # a fixed clock, so the baseline's age renders the same
-    context = RunContext(created_at="2026-11-29T10:00:00+00:00", duration_s=0.5, baseline=baseline, target_kind="results")
+    context = RunFacts(created_at="2026-11-29T10:00:00+00:00", duration_s=0.5, baseline=baseline, target_kind="results")
     report = evaluate(spec, cases, outputs, context)
     return report
 

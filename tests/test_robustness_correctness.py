@@ -286,11 +286,11 @@ def test_answer_bearing_f1_properties() -> None:
 
 def test_offline_engine_scores_answer_bearing_f1_with_the_question() -> None:
     engine = OfflineEngine()
-    item = JudgeInput(question=CAPITAL_Q, answer="The capital of region 17 is Rowan", contexts=("c",), reference=CAPITAL_GT)
+    item = JudgeInput(question=CAPITAL_Q, answer="The capital of region 17 is Rowan", contexts=("c",), ground_truth=CAPITAL_GT)
     assert asyncio.run(engine.score("answer_bearing_f1", item)) == 0.0
     assert asyncio.run(engine.score("token_f1", item)) == pytest.approx(2 / 3)
     assert "answer_bearing_f1" not in engine.metrics()  # not a generation metric
-    assert engine.needs("answer_bearing_f1") == {"reference"}
+    assert engine.needs("answer_bearing_f1") == {"ground_truth"}
     assert engine.prompt_fingerprint("answer_bearing_f1") != engine.prompt_fingerprint("token_f1")
     with pytest.raises(JudgeError, match="no ground_truth"):
         asyncio.run(engine.score("answer_bearing_f1", JudgeInput(CAPITAL_Q, "Cedar", ("c",), "  ")))

@@ -133,21 +133,21 @@ def test_noise_sensitivity_calls_grow_with_the_contexts(judge: Any) -> None:
 
 @ragas_installed
 def test_noise_sensitivity_is_a_lower_is_better_ragas_metric_needing_contexts_and_reference(judge: Any) -> None:
-    from gate.core.catalog import RAGAS_METRICS, higher_is_better, plan_metrics
+    from gate.core.catalog import RAGAS_METRICS, engine_metrics, higher_is_better
     from gate.judges.ragas_engine import RagasEngine
 
     names = ["noise_sensitivity_relevant", "noise_sensitivity_irrelevant"]
     assert set(names) <= RAGAS_METRICS
     assert not any(higher_is_better(n) for n in names) and higher_is_better("faithfulness")
-    plans = plan_metrics({"engine": "deepeval", "metrics": ["ragas/noise_sensitivity_relevant", "faithfulness"]})
+    plans = engine_metrics({"engine": "deepeval", "metrics": ["ragas/noise_sensitivity_relevant", "faithfulness"]})
     assert [(p.name, p.engine, p.metric) for p in plans][0] == ("noise_sensitivity_relevant", "ragas", "noise_sensitivity_relevant")
     with pytest.raises(ValueError, match="not a deepeval metric"):
-        plan_metrics({"metrics": ["deepeval/noise_sensitivity_irrelevant"]})
+        engine_metrics({"metrics": ["deepeval/noise_sensitivity_irrelevant"]})
 
     async def make(client: Any, s: JudgeSettings) -> Any:
         engine = RagasEngine(client, s)
         assert set(names) <= engine.metrics()
-        assert all(engine.needs(n) == {"contexts", "reference"} for n in names)
+        assert all(engine.needs(n) == {"contexts", "ground_truth"} for n in names)
         no_reference = JudgeInput(QUESTION, CLEAN.answer, CONTEXTS, None)
         no_contexts = JudgeInput(QUESTION, CLEAN.answer, (" ",), REFERENCE)
         errors = []

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from gate.core.catalog import higher_is_better
-from gate.core.compare import same_run_reference
-from gate.core.gates import Reference, decide
+from gate.core.compare import same_run_comparison
+from gate.core.gates import Comparison, decide
 from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
-from gate.core.pairs import judge_change, reference_run, text_id
+from gate.core.pairs import judge_change, paired_run, text_id
 from gate.core.records import compact_texts, entry_from_report, text_table
 from gate.core.stats import drop_test, paired_bootstrap
 from gate.io.reports import appended_history, parse_history
@@ -40,7 +40,7 @@ def pairing(metric: str, n: int, changed: list[tuple[str, float | None, float | 
 
 
 def decided(gate: dict, value: float, p: dict, metric: str = "faithfulness"):
-    return decide("generation", metric, gate, value, same_run_reference(p, metric, value), higher_is_better(metric))
+    return decide("generation", metric, gate, value, same_run_comparison(p, metric, value), higher_is_better(metric))
 
 
 def check(decision, kind: str):
@@ -110,9 +110,9 @@ def test_lower_is_better_fails_on_a_rise_and_passes_on_a_fall():
 @pytest.mark.parametrize("where", ["value", "reference"])
 def test_nan_is_an_error_never_a_pass(where):
     if where == "value":
-        d = decide("generation", "faithfulness", {"max_drop": 0.03}, math.nan, Reference(0.9))
+        d = decide("generation", "faithfulness", {"max_drop": 0.03}, math.nan, Comparison(0.9))
     else:
-        d = decide("generation", "faithfulness", {"trend": {"max_drop": 0.03}}, 0.9, None, trend=Reference(math.nan, runs=3))
+        d = decide("generation", "faithfulness", {"trend": {"max_drop": 0.03}}, 0.9, None, trend=Comparison(math.nan, runs=3))
     assert d.status == "error"  # before: "drop nan (within 0.03)", a pass
     with pytest.raises(ValueError):
         drop_test([0.1, math.nan])
@@ -145,7 +145,7 @@ def test_the_stage_pairs_on_shared_ids_and_lists_added_and_removed_cases(tmp_pat
     base_cases = [case(i) for i in range(5)]
     base_out = {f"q{i}": answered(i, f"Loan {i} lasts {i} days.") for i in range(5)}
     doc = baseline_doc(base_cases, base_out, tmp_path)
-    ref = reference_run("baseline", "the baseline", doc, "generation", text_table(doc))
+    ref = paired_run("baseline", "the baseline", doc, "generation", text_table(doc))
     assert ref is not None and set(ref.outputs) == {f"q{i}" for i in range(5)}
     # the PR: q0 removed from the golden set, q5 added, q1 answered worse, q2 reworded, q3 and q4 unchanged
     cases = [case(i) for i in range(1, 6)]
@@ -172,7 +172,7 @@ def test_a_reference_without_answers_falls_back_on_its_stored_scores_and_says_so
     for s in doc["stages"]["generation"]["samples"]:
         del s["output"]  # as an older rag-gate wrote it
     doc.pop("texts")
-    ref = reference_run("baseline", "the baseline", doc, "generation", {})
+    ref = paired_run("baseline", "the baseline", doc, "generation", {})
     assert ref is not None and not ref.outputs and ref.scores["q0"]["token_f1"] == 1.0
     with JudgeCache(tmp_path / "pr.sqlite") as cache:
         stage = generation_stage(CFG, None, cases, outputs, cache, references=[ref])
@@ -204,7 +204,7 @@ def test_each_text_is_kept_once_by_the_oldest_entry_and_moves_when_it_is_dropped
     entries = parse_history(text, "history.jsonl", warnings)
     table = text_table(*entries)
     assert warnings == [] and all(ref.outputs["q1"].answer == "Loans last 21 days."
-                                  for e in entries if (ref := reference_run("trend:7", "x", e, "generation", table)))
+                                  for e in entries if (ref := paired_run("trend:7", "x", e, "generation", table)))
     # the moved text made the first kept line change; the others are kept byte for byte on the next append
     again = appended_history(text + "this line is not JSON\n", entry(5, {"q1": "Loans last 21 days."}), max_entries=10)
     assert again.splitlines()[:3] == lines and "this line is not JSON" in again

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from gate.core.catalog import higher_is_better
-from gate.core.gates import DEFAULT_CONFIDENCE, GateDecision, Reference, decide
+from gate.core.gates import DEFAULT_CONFIDENCE, Comparison, GateDecision, decide
 from gate.core.records import entry_from_report
 from gate.core.stats import PairedResult
-from gate.core.verdict import StageReferences, decide_gates
+from gate.core.verdict import CompareWith, decide_gates
 
 TREND = {"trend": {"window": 7, "max_drop": 0.03}}
 TREND_PCT = {"trend": {"window": 7, "max_drop": "3%"}}
@@ -33,17 +33,17 @@ def check(d: GateDecision, kind: str):  # type: ignore[no-untyped-def]
 # (id, gate, value, trend reference, higher_is_better, status, method)
 TREND_TABLE = [
     ("no history", TREND, 0.80, None, True, "skipped", ""),
-    ("history without the metric", TREND, 0.80, Reference(None), True, "skipped", ""),
-    ("drop above limit", TREND, 0.81, Reference(0.85, runs=7), True, "fail", "difference of means"),
-    ("drop below limit", TREND, 0.83, Reference(0.85, runs=7), True, "pass", "difference of means"),
-    ("drop exactly at limit", TREND, 0.82, Reference(0.85, runs=7), True, "pass", "difference of means"),
-    ("improvement", TREND, 0.95, Reference(0.85, runs=7), True, "pass", "difference of means"),
-    ("3% of 0.80 is 0.024: drop 0.02", TREND_PCT, 0.78, Reference(0.80, runs=3), True, "pass", "difference of means"),
-    ("3% of 0.80 is 0.024: drop 0.03", TREND_PCT, 0.77, Reference(0.80, runs=3), True, "fail", "difference of means"),
-    ("lower-is-better rose 0.04", TREND, 0.14, Reference(0.10, runs=7), False, "fail", "difference of means"),
-    ("lower-is-better rose 0.02", TREND, 0.12, Reference(0.10, runs=7), False, "pass", "difference of means"),
-    ("lower-is-better fell 0.08", TREND, 0.02, Reference(0.10, runs=7), False, "pass", "difference of means"),
-    ("paired evidence over no cases falls back", TREND, 0.81, Reference(0.85, paired(0.0, 1.0, n=0), runs=7), True, "fail",
+    ("history without the metric", TREND, 0.80, Comparison(None), True, "skipped", ""),
+    ("drop above limit", TREND, 0.81, Comparison(0.85, runs=7), True, "fail", "difference of means"),
+    ("drop below limit", TREND, 0.83, Comparison(0.85, runs=7), True, "pass", "difference of means"),
+    ("drop exactly at limit", TREND, 0.82, Comparison(0.85, runs=7), True, "pass", "difference of means"),
+    ("improvement", TREND, 0.95, Comparison(0.85, runs=7), True, "pass", "difference of means"),
+    ("3% of 0.80 is 0.024: drop 0.02", TREND_PCT, 0.78, Comparison(0.80, runs=3), True, "pass", "difference of means"),
+    ("3% of 0.80 is 0.024: drop 0.03", TREND_PCT, 0.77, Comparison(0.80, runs=3), True, "fail", "difference of means"),
+    ("lower-is-better rose 0.04", TREND, 0.14, Comparison(0.10, runs=7), False, "fail", "difference of means"),
+    ("lower-is-better rose 0.02", TREND, 0.12, Comparison(0.10, runs=7), False, "pass", "difference of means"),
+    ("lower-is-better fell 0.08", TREND, 0.02, Comparison(0.10, runs=7), False, "pass", "difference of means"),
+    ("paired evidence over no cases falls back", TREND, 0.81, Comparison(0.85, paired(0.0, 1.0, n=0), runs=7), True, "fail",
      "difference of means"),
 ]
 
@@ -59,10 +59,10 @@ def test_trend_by_difference_of_means(gate, value, trend, hib, status, method):
 
 
 def test_trend_detail_names_the_window_and_the_numbers():
-    d = decide("generation", "faithfulness", TREND, 0.81, None, trend=Reference(0.85, runs=7))
+    d = decide("generation", "faithfulness", TREND, 0.81, None, trend=Comparison(0.85, runs=7))
     c = check(d, "trend")
     assert "mean of last 7 runs" in c.detail and "0.85" in c.detail and "0.04" in c.detail
-    one = decide("generation", "faithfulness", TREND, 0.81, None, trend=Reference(0.85, runs=1))
+    one = decide("generation", "faithfulness", TREND, 0.81, None, trend=Comparison(0.85, runs=1))
     assert "mean of last 1 run " in check(one, "trend").detail
     skipped = decide("generation", "faithfulness", TREND, 0.81, None, trend=None)
     assert "no history" in check(skipped, "trend").detail
@@ -96,10 +96,10 @@ PAIRED_TABLE = [
 def test_paired_rules(kind, extra, value, ref, evidence, hib, status):
     if kind == "max_drop":
         gate = {**DROP, **extra}
-        d = decide("generation", "m", gate, value, Reference(ref, evidence), hib)
+        d = decide("generation", "m", gate, value, Comparison(ref, evidence), hib)
     else:
         gate = {**TREND, **extra}
-        d = decide("generation", "m", gate, value, None, hib, trend=Reference(ref, evidence, runs=7))
+        d = decide("generation", "m", gate, value, None, hib, trend=Comparison(ref, evidence, runs=7))
     assert d.status == status
     assert check(d, kind).status == status
     assert d.method == "paired bootstrap"
@@ -109,7 +109,7 @@ def test_paired_rules(kind, extra, value, ref, evidence, hib, status):
 
 
 def test_paired_detail_says_rise_for_lower_is_better_and_reports_p():
-    d = decide("robustness", "false_rejection_rate", DROP, 0.16, Reference(0.10, paired(0.06, 0.001)), higher_is_better=False)
+    d = decide("robustness", "false_rejection_rate", DROP, 0.16, Comparison(0.10, paired(0.06, 0.001)), higher_is_better=False)
     c = check(d, "max_drop")
     assert "rise 0.06" in c.detail and "p = 0.001" in c.detail and "significant at 0.99" in c.detail
     assert "vs baseline" in c.detail
@@ -117,25 +117,25 @@ def test_paired_detail_says_rise_for_lower_is_better_and_reports_p():
 
 def test_relative_limit_with_paired_evidence_uses_the_reference_value():
     # 3% of 0.80 = 0.024: a significant 0.03 mean drop fails, a significant 0.02 passes
-    fail = decide("generation", "m", TREND_PCT, 0.77, None, trend=Reference(0.80, paired(0.03, 0.001), runs=7))
-    ok = decide("generation", "m", TREND_PCT, 0.78, None, trend=Reference(0.80, paired(0.02, 0.001), runs=7))
+    fail = decide("generation", "m", TREND_PCT, 0.77, None, trend=Comparison(0.80, paired(0.03, 0.001), runs=7))
+    ok = decide("generation", "m", TREND_PCT, 0.78, None, trend=Comparison(0.80, paired(0.02, 0.001), runs=7))
     assert (fail.status, ok.status) == ("fail", "pass")
     assert "3% = 0.024" in check(fail, "trend").detail
 
 
 def test_mixed_evidence_method_and_both_checks():
     gate = {"max_drop": 0.03, "trend": {"window": 7, "max_drop": 0.03}}
-    d = decide("generation", "m", gate, 0.84, Reference(0.85), trend=Reference(0.85, paired(0.01, 0.3), runs=7))
+    d = decide("generation", "m", gate, 0.84, Comparison(0.85), trend=Comparison(0.85, paired(0.01, 0.3), runs=7))
     assert [c.kind for c in d.checks] == ["max_drop", "trend"]
     assert d.status == "pass"
     assert d.method == "difference of means, paired bootstrap"  # each check says how it was decided
     # one failing check fails the gate
-    d = decide("generation", "m", gate, 0.80, Reference(0.85), trend=Reference(0.85, paired(0.0, 1.0), runs=7))
+    d = decide("generation", "m", gate, 0.80, Comparison(0.85), trend=Comparison(0.85, paired(0.0, 1.0), runs=7))
     assert (check(d, "max_drop").status, check(d, "trend").status, d.status) == ("fail", "pass", "fail")
 
 
 def test_missing_value_is_an_error_not_a_pass():
-    d = decide("generation", "m", TREND, None, None, trend=Reference(0.85, paired(0.0, 1.0), runs=7))
+    d = decide("generation", "m", TREND, None, None, trend=Comparison(0.85, paired(0.0, 1.0), runs=7))
     assert d.status == "error"
     assert d.method == ""
 
@@ -180,7 +180,7 @@ def history_of(scores: dict[str, float], metric: str = "faithfulness", runs: int
 def gen_decision(current: dict[str, float], history: list[dict[str, Any]], metric: str = "faithfulness",
                  gate: dict[str, Any] | None = None, stage: str = "generation") -> GateDecision:
     gates = {metric: gate or TREND}
-    (d,) = decide_gates(stage, stage_of(current, metric), gates, StageReferences(history=history))
+    (d,) = decide_gates(stage, stage_of(current, metric), gates, CompareWith(history=history))
     return d
 
 
@@ -266,7 +266,7 @@ def test_seed_baseline_max_drop_uses_paired_test_too():
     hit = sorted(scores)[::3]
     current = {cid: (v - 0.15 if cid in hit else v) for cid, v in scores.items()}
     base_stage = {"metrics": stage_of(scores)["metrics"], "samples": [{"id": cid, "metrics": {"faithfulness": v}} for cid, v in scores.items()]}
-    (d,) = decide_gates("generation", stage_of(current), {"faithfulness": DROP}, StageReferences(baseline=base_stage))
+    (d,) = decide_gates("generation", stage_of(current), {"faithfulness": DROP}, CompareWith(baseline=base_stage))
     assert d.status == "fail" and d.method == "paired bootstrap"
-    (d,) = decide_gates("generation", stage_of(scores), {"faithfulness": DROP}, StageReferences(baseline=base_stage))
+    (d,) = decide_gates("generation", stage_of(scores), {"faithfulness": DROP}, CompareWith(baseline=base_stage))
     assert d.status == "pass" and d.method == "paired bootstrap"

@@ -9,7 +9,7 @@ import pytest
 
 from gate.core.model import GoldenCase
 from gate.core.report import StageMeasurement
-from gate.core.verdict import StageReferences, decide_verdict, gate_stage, run_errors
+from gate.core.verdict import CompareWith, decide_verdict, gate_stage, run_errors
 from gate.targets.fake import FakeTarget
 
 # (id, stage statuses, run errors, verdict)
@@ -77,7 +77,7 @@ def test_every_stage_is_gated_the_same_way(name):
     trend against history): one function gates them all."""
     gates = {"m": {"min": 0.5, "max_drop": 0.05, "trend": {"window": 3, "max_drop": 0.05}}}
     history = [entry(f"c{i}", name, {"m": 0.9}) for i in range(3)]
-    refs = StageReferences(baseline={"metrics": {"m": 0.9}}, history=history)
+    refs = CompareWith(baseline={"metrics": {"m": 0.9}}, history=history)
     result = gate_stage(name, measured({"m": 0.8}), gates, refs, {})
     (g,) = result["gates"]
     assert result["status"] == "fail" and g["status"] == "fail"
@@ -87,7 +87,7 @@ def test_every_stage_is_gated_the_same_way(name):
 
 def test_a_skipped_measurement_is_a_skipped_stage_with_its_reason_and_skipped_gates():
     result = gate_stage("generation", measured({}, skipped="no judge configured"), {"faithfulness": {"min": 0.5}},
-                        StageReferences(), {})
+                        CompareWith(), {})
     assert result["status"] == "skipped" and result["reason"] == "no judge configured"
     assert [g["status"] for g in result["gates"]] == ["skipped"]
     assert "skipped" not in result  # the measurement's field becomes the stage's reason
@@ -95,7 +95,7 @@ def test_a_skipped_measurement_is_a_skipped_stage_with_its_reason_and_skipped_ga
 
 def test_gate_stage_copies_the_measurement_and_does_not_change_it():
     m = measured({"m": 0.8}, n=3)
-    result = gate_stage("retrieval", m, {"m": {"min": 0.9}}, StageReferences(), {})
+    result = gate_stage("retrieval", m, {"m": {"min": 0.9}}, CompareWith(), {})
     assert result["n"] == 3 and result["metrics"] == {"m": 0.8} and result["status"] == "fail"
     result["warnings"].append("x")
     assert m["warnings"] == [] and "status" not in m
@@ -104,7 +104,7 @@ def test_gate_stage_copies_the_measurement_and_does_not_change_it():
 def test_the_fake_target_runs_the_whole_pipeline_without_a_server(tmp_path):
     """The fake target (gate/targets/fake.py) answers from a table: a stage test needs no server."""
     from gate.config.loader import load_spec
-    from gate.pipeline import RunContext, collect_outputs, evaluate
+    from gate.pipeline import RunFacts, collect_outputs, evaluate
     from gate.stages.robustness import robustness_stage
 
     (tmp_path / "golden.jsonl").write_text(
@@ -125,7 +125,7 @@ def test_the_fake_target_runs_the_whole_pipeline_without_a_server(tmp_path):
     from gate.judges.cache import NullCache
 
     rob = robustness_stage(spec.data["stages"]["robustness"], None, cases, outputs, target, NullCache())
-    report = evaluate(spec, cases, outputs, RunContext(created_at="2026-11-30T00:00:00+00:00"), {"robustness": rob})
+    report = evaluate(spec, cases, outputs, RunFacts(created_at="2026-11-30T00:00:00+00:00"), {"robustness": rob})
     assert report["verdict"] == "pass", report["errors"]
     assert report["stages"]["robustness"]["metrics"]["rejection_rate"] == 1.0
     assert report["stages"]["robustness"]["metrics"]["noise_robustness"] == 1.0  # the answer reads the last passage

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 
 from gate.config.spec import Spec
-from gate.core.catalog import HEALTH_METRICS, parse_metric, plan_metrics, robustness_metric_names
+from gate.core.catalog import HEALTH_METRICS, engine_metrics, parse_metric, robustness_metric_names
 from gate.core.errors import InputError
 
 
@@ -15,7 +15,7 @@ def _check_generation(spec: Spec) -> list[InputError]:
     if not stage:
         return []
     try:
-        names = {p.name for p in plan_metrics(stage)}
+        names = {p.name for p in engine_metrics(stage)}
     except ValueError as exc:
         return [spec.error(str(exc), "stages", "generation", "metrics")]
     return [
@@ -51,7 +51,7 @@ def _check_embeddings(spec: Spec) -> list[InputError]:
     gen = spec.data["stages"].get("generation") or {}
     if gen:
         try:
-            plans = plan_metrics(gen)
+            plans = engine_metrics(gen)
         except ValueError:
             plans = []
         for p in plans:
@@ -99,7 +99,7 @@ def _judging(spec: Spec) -> tuple[set[str], tuple[str | int, ...]]:
     gen = spec.data["stages"].get("generation")
     if gen:
         try:
-            engines = {p.engine for p in plan_metrics(gen)} - {"offline"}
+            engines = {p.engine for p in engine_metrics(gen)} - {"offline"}
         except ValueError:
             engines = set()
         if engines:

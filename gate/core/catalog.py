@@ -90,7 +90,7 @@ def higher_is_better(name: str) -> bool:
 
 
 @dataclass(frozen=True)
-class MetricPlan:
+class EngineMetric:
     """Which engine computes a generation metric, and the name it has in the report."""
 
     name: str  # the name in the report
@@ -98,7 +98,7 @@ class MetricPlan:
     metric: str  # the engine's metric name
 
 
-def plan_metrics(cfg: Mapping[str, Any]) -> list[MetricPlan]:
+def engine_metrics(cfg: Mapping[str, Any]) -> list[EngineMetric]:
     """Which engine computes which metric of a generation stage's settings, and the report names.
     ValueError with a sentence if a metric is unknown.
 
@@ -142,7 +142,7 @@ def plan_metrics(cfg: Mapping[str, Any]) -> list[MetricPlan]:
         if name in seen:
             raise ValueError(f"metric {written!r} is listed twice")
         seen.add(name)
-        plans.append(MetricPlan(name, engine, metric))
+        plans.append(EngineMetric(name, engine, metric))
     return plans
 
 

@@ -1,6 +1,6 @@
 """This run against its references (baseline, history window). Pure.
 
-Builds the ``Reference`` a relative gate check compares with — with a paired test when
+Builds the ``Comparison`` a relative gate check compares with — with a paired test when
 both sides have per-case scores — and reads the comparison for the reader: the cases that got
 worse, where each went wrong (attribution), and the faithfulness-recall trap.
 """
@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from gate.core.catalog import FAITHFULNESS_LIKE, PER_CASE_STAGES, higher_is_better
-from gate.core.gates import DEFAULT_CONFIDENCE, Reference
+from gate.core.gates import DEFAULT_CONFIDENCE, Comparison
 from gate.core.pairs import detectable_drop, evidence
 from gate.core.report import CaseResult, HistoryEntry, LostRank, Pairing, StageResult, StoredStage, WorseCase
 from gate.core.stats import PairedResult, paired_bootstrap
@@ -31,17 +31,17 @@ def _paired(ref: Mapping[str, float], cur: Mapping[str, float], metric: str) -> 
     return paired_bootstrap([ref[c] for c in common], [cur[c] for c in common], higher_is_better=higher_is_better(metric))
 
 
-def baseline_reference(stage_name: str, samples: Sequence[CaseResult], base_stage: StoredStage | None, metric: str) -> Reference:
+def baseline_comparison(stage_name: str, samples: Sequence[CaseResult], base_stage: StoredStage | None, metric: str) -> Comparison:
     """The baseline's value of a metric, with the paired test for judge stages."""
     value = base_stage["metrics"].get(metric) if base_stage else None
     if value is None or base_stage is None or stage_name not in PER_CASE_STAGES:
-        return Reference(value)
-    return Reference(value, _paired(case_scores(base_stage.get("samples", []), metric), case_scores(samples, metric), metric))
+        return Comparison(value)
+    return Comparison(value, _paired(case_scores(base_stage.get("samples", []), metric), case_scores(samples, metric), metric))
 
 
-def trend_reference(
+def trend_comparison(
     stage_name: str, samples: Sequence[CaseResult], entries: Sequence[HistoryEntry], metric: str, window: int = 7
-) -> Reference | None:
+) -> Comparison | None:
     """Mean of the metric over the last ``window`` history entries that have it; per-case means for the paired test."""
     stages = [e["stages"][stage_name] for e in entries if stage_name in e["stages"]]
     stages = [s for s in stages if isinstance(s["metrics"].get(metric), (int, float))][-window:]
@@ -50,17 +50,17 @@ def trend_reference(
         return None
     mean = math.fsum(values) / len(values)
     if stage_name not in PER_CASE_STAGES:
-        return Reference(mean, runs=len(values))
+        return Comparison(mean, runs=len(values))
     per_case: dict[str, list[float]] = {}
     for s in stages:
         for cid, v in case_scores(s.get("samples", []), metric).items():
             per_case.setdefault(cid, []).append(v)
     ref = {cid: math.fsum(vs) / len(vs) for cid, vs in per_case.items()}
-    return Reference(mean, _paired(ref, case_scores(samples, metric), metric), runs=len(values))
+    return Comparison(mean, _paired(ref, case_scores(samples, metric), metric), runs=len(values))
 
 
-def same_run_reference(pairing: Pairing | None, metric: str, value: float | None, confidence: float = DEFAULT_CONFIDENCE,
-                       runs: int = 1) -> Reference | None:
+def same_run_comparison(pairing: Pairing | None, metric: str, value: float | None, confidence: float = DEFAULT_CONFIDENCE,
+                       runs: int = 1) -> Comparison | None:
     """The reference a relative check compares with when the reference run's changed answers were judged again in this
     run: the paired test over every pair, and the reference's level as judged today (this run's value plus the mean
     drop). None when there are no same-run pairs for the metric (the caller falls back on stored scores)."""
@@ -70,7 +70,7 @@ def same_run_reference(pairing: Pairing | None, metric: str, value: float | None
     hib = higher_is_better(metric)
     result = evidence(pairs, hib)
     level = value + result.mean_drop if hib else value - result.mean_drop
-    return Reference(level, result, runs=runs, pairs=pairs, label=pairing["label"], detectable=detectable_drop(pairs, hib, confidence))
+    return Comparison(level, result, runs=runs, pairs=pairs, label=pairing["label"], detectable=detectable_drop(pairs, hib, confidence))
 
 
 def paired_worse_cases(pairing: Pairing, questions: Mapping[str, str]) -> list[WorseCase]:

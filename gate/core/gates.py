@@ -83,7 +83,7 @@ def fmt(x: float) -> str:
 
 
 @dataclass(frozen=True)
-class Reference:
+class Comparison:
     """What a relative check compares with: a plain value, and per-case evidence when there is some.
 
     ``value`` is the baseline value (for max_drop) or the mean of the history window (for
@@ -105,7 +105,7 @@ SAME_RUN = "same-run pairs"  # the method of a check decided on pairs judged on 
 
 
 def _relative_check(
-    kind: str, limit: float | str, value: float, ref: Reference, higher_is_better: bool, confidence: float, against: str,
+    kind: str, limit: float | str, value: float, ref: Comparison, higher_is_better: bool, confidence: float, against: str,
     min_pairs: int = MIN_PAIRS,
 ) -> Check:
     assert ref.value is not None
@@ -136,7 +136,7 @@ def _relative_check(
     return Check(kind, limit, "pass" if ok else "fail", detail, "difference of means")
 
 
-def _same_run_check(kind: str, limit: float | str, ref: Reference, confidence: float, min_pairs: int, word: str, allowed: float,
+def _same_run_check(kind: str, limit: float | str, ref: Comparison, confidence: float, min_pairs: int, word: str, allowed: float,
                     limit_text: str) -> Check:
     """The paired test on same-run pairs: every unchanged pair a delta of exactly 0, every changed pair judged on both
     sides in this run. Fewer than ``min_pairs`` changed pairs is no evidence either way: skipped, and said."""
@@ -160,7 +160,7 @@ def _same_run_check(kind: str, limit: float | str, ref: Reference, confidence: f
     return Check(kind, limit, "fail" if above and significant else "pass", detail + errored, SAME_RUN)
 
 
-def _case_drop_check(limit: float, pairs_from: Reference | None, higher_is_better: bool) -> Check:
+def _case_drop_check(limit: float, pairs_from: Comparison | None, higher_is_better: bool) -> Check:
     """case_drop: no changed case may fall by more than ``limit`` (its two sides judged twice each, to confirm)."""
     if pairs_from is None or pairs_from.pairs is None:
         return Check("case_drop", limit, "skipped", "needs a reference run that kept its answers (to judge them again in this run)")
@@ -180,20 +180,20 @@ def decide(
     metric: str,
     gate: Mapping[str, Any],
     value: float | None,
-    baseline: float | Reference | None,
+    baseline: float | Comparison | None,
     higher_is_better: bool = True,
     mismatch: str | None = None,
-    trend: Reference | None = None,
+    trend: Comparison | None = None,
 ) -> GateDecision:
     """Decide one gate.
 
-    ``baseline`` is the baseline's value (or a Reference with per-case evidence), ``trend`` the
+    ``baseline`` is the baseline's value (or a Comparison with per-case evidence), ``trend`` the
     history window's mean (and evidence); ``mismatch`` is the baseline policy when
     fingerprints differ (warn/skip/fail), else None. With per-case evidence a relative check
     fails only when the mean per-case drop is above the limit AND the paired test is
     significant at ``gate["confidence"]`` (default 0.99).
     """
-    base = baseline if isinstance(baseline, Reference) else Reference(baseline)
+    base = baseline if isinstance(baseline, Comparison) else Comparison(baseline)
     delta = None if value is None or base.value is None else value - base.value
     if value is None or not math.isfinite(value):
         why = "metric was not computed (every case errored or none applies)" if value is None else f"metric value is {value}, not a number"

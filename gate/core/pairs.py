@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gate.core.report import CaseResult, JudgeInfo, MetricPairs, OutputRef, Pairing, Reference
+from gate.core.report import CaseResult, JudgeInfo, MetricPairs, OutputRef, Pairing, StoredRun
 from gate.core.stats import PairedResult, drop_test
 
 MIN_PAIRS = 10  # changed pairs below which a mean-drop test is "insufficient evidence"
@@ -71,7 +71,7 @@ class StoredOutput:
 
 
 @dataclass(frozen=True)
-class ReferenceRun:
+class PairedRun:
     """One run a judge gate compares with: its stored figures, and its judged outputs when it kept them."""
 
     key: str  # "baseline" | "trend:N"
@@ -88,8 +88,8 @@ class ReferenceRun:
         return self.key.split(":")[0]
 
 
-def reference_run(key: str, label: str, doc: Reference, stage: str, texts: Mapping[str, str]) -> ReferenceRun | None:
-    """The stage of a baseline or history entry as a ReferenceRun (its outputs resolved through ``texts``, the
+def paired_run(key: str, label: str, doc: StoredRun, stage: str, texts: Mapping[str, str]) -> PairedRun | None:
+    """The stage of a baseline or history entry as a PairedRun (its outputs resolved through ``texts``, the
     tables of every document read); None when the run did not measure the stage."""
     stored = doc["stages"].get(stage)
     if stored is None:
@@ -103,7 +103,7 @@ def reference_run(key: str, label: str, doc: Reference, stage: str, texts: Mappi
             continue  # kept no output (an older rag-gate), or its texts were lost: this case cannot be re-judged
         outputs[case["id"]] = StoredOutput(texts[out["answer"]], tuple(texts[c] for c in out["contexts"]), out["answer"],
                                            tuple(out["contexts"]))
-    return ReferenceRun(key, label, doc["commit"], doc["created_at"], dict(stored["metrics"]), scores, outputs, stored.get("judge"))
+    return PairedRun(key, label, doc["commit"], doc["created_at"], dict(stored["metrics"]), scores, outputs, stored.get("judge"))
 
 
 def judge_change(before: JudgeInfo | None, now: JudgeInfo | None) -> str | None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from gate.core.catalog import PER_CASE_STAGES
 from gate.core.pairs import referenced
-from gate.core.report import SCHEMA_VERSION, Baseline, CaseResult, HistoryEntry, HistorySummary, Reference, Report, StageResult, StoredStage
+from gate.core.report import SCHEMA_VERSION, Baseline, CaseResult, HistoryEntry, HistorySummary, Report, StageResult, StoredRun, StoredStage
 
 # Which fingerprints a stage's comparison depends on.
 STAGE_FINGERPRINTS = {"retrieval": ("golden_set", "spec", "k"), "generation": ("golden_set", "generation"),
@@ -88,7 +88,7 @@ def entry_from_report(report: Report, *, branch: str | None = None, commit: str 
     return entry
 
 
-def text_table(*documents: Reference | None) -> dict[str, str]:
+def text_table(*documents: StoredRun | None) -> dict[str, str]:
     """Every text the documents hold (history entries keep each text once, in the oldest entry that refers to it)."""
     table: dict[str, str] = {}
     for doc in documents:
@@ -114,7 +114,7 @@ def compact_texts(entries: Sequence[HistoryEntry], table: Mapping[str, str]) -> 
     return out
 
 
-def mismatched(reference: Reference, fingerprints: dict[str, str], stage: str | None = None) -> list[str]:
+def mismatched(reference: StoredRun, fingerprints: dict[str, str], stage: str | None = None) -> list[str]:
     """Names of the fingerprints that differ between a reference run and this run (for one stage, or any).
 
     A fingerprint the reference does not have (a stage added since) is no mismatch: that stage

@@ -402,7 +402,7 @@ class HistoryEntry(TypedDict):
     texts: NotRequired[dict[str, str]]  # text id -> text; each text is kept by the oldest entry that uses it
 
 
-Reference = Baseline | HistoryEntry  # a run a pull request can be compared with
+StoredRun = Baseline | HistoryEntry  # a run kept for comparison: the baseline or a history entry
 
 
 # ---------------------------------------------------------------------------------------------- a shard's part

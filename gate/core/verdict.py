@@ -16,25 +16,36 @@ from typing import Any, cast
 from gate.core.catalog import PER_CASE_STAGES, higher_is_better
 from gate.core.compare import (
     attribute,
-    baseline_reference,
+    baseline_comparison,
     case_scores,
     mean_cases,
     paired_worse_cases,
     recall_trap,
-    same_run_reference,
-    trend_reference,
+    same_run_comparison,
+    trend_comparison,
     worse_cases,
 )
-from gate.core.gates import DEFAULT_CONFIDENCE, Check, GateDecision, Reference, decide, skipped, stage_status
-from gate.core.report import CaseResult, GroupGate, GroupMetrics, HistoryEntry, Pairing, StageMeasurement, StageResult, Status, StoredStage, Verdict
-from gate.core.report import Reference as ReferenceDoc
+from gate.core.gates import DEFAULT_CONFIDENCE, Check, Comparison, GateDecision, decide, skipped, stage_status
+from gate.core.report import (
+    CaseResult,
+    GroupGate,
+    GroupMetrics,
+    HistoryEntry,
+    Pairing,
+    StageMeasurement,
+    StageResult,
+    Status,
+    StoredRun,
+    StoredStage,
+    Verdict,
+)
 
 DEFAULT_WINDOW = 7
 DEFAULT_GROUP_SIZE = 5  # a per-group gate's smallest gated group
 
 
 @dataclass(frozen=True)
-class StageReferences:
+class CompareWith:
     """What one stage of this run is compared with."""
 
     baseline: StoredStage | None = None  # the baseline's stage
@@ -45,7 +56,7 @@ class StageReferences:
 
 
 def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapping[str, Any]],
-                 refs: StageReferences) -> list[GateDecision]:
+                 refs: CompareWith) -> list[GateDecision]:
     """One decision per gate. A metric this run could not evaluate (no judge, no key) is skipped with the reason,
     never passed or failed."""
     decisions = []
@@ -62,10 +73,10 @@ def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapp
         trend = None
         if "trend" in gate:
             window = int(gate["trend"].get("window", DEFAULT_WINDOW))
-            trend = (same_run_reference(pairing.get(f"trend:{window}"), metric, value, confidence, window)
-                     or _noted(trend_reference(name, samples, refs.history, metric, window), pairing.get(f"trend:{window}")))
-        base = (same_run_reference(pairing.get("baseline"), metric, value, confidence)
-                or _noted(baseline_reference(name, samples, refs.baseline, metric), pairing.get("baseline")))
+            trend = (same_run_comparison(pairing.get(f"trend:{window}"), metric, value, confidence, window)
+                     or _noted(trend_comparison(name, samples, refs.history, metric, window), pairing.get(f"trend:{window}")))
+        base = (same_run_comparison(pairing.get("baseline"), metric, value, confidence)
+                or _noted(baseline_comparison(name, samples, refs.baseline, metric), pairing.get("baseline")))
         decision = decide(name, metric, gate, value, base, hib, refs.mismatch_policy, trend)
         if "by" in gate and decision.status != "error":
             decision = by_group(decision, gate, samples, refs)
@@ -93,7 +104,7 @@ def baseline_breakdown(breakdown: Mapping[str, Mapping[str, GroupMetrics]], base
     return out
 
 
-def by_group(overall: GateDecision, gate: Mapping[str, Any], samples: Sequence[CaseResult], refs: StageReferences) -> GateDecision:
+def by_group(overall: GateDecision, gate: Mapping[str, Any], samples: Sequence[CaseResult], refs: CompareWith) -> GateDecision:
     """A per-group gate: min, max and max_drop on each group's scored cases (the mean of their per-case values,
     against the baseline's same cases), besides the whole set; a group under ``min_group_size`` is reported, not
     gated. The gate fails when the whole set or any gated group fails, and its reason names the group."""
@@ -123,14 +134,14 @@ def by_group(overall: GateDecision, gate: Mapping[str, Any], samples: Sequence[C
     return replace(overall, status=status, checks=checks, groups=records)
 
 
-def _noted(ref: Reference | None, pairing: Pairing | None) -> Reference | None:
+def _noted(ref: Comparison | None, pairing: Pairing | None) -> Comparison | None:
     """A stored-scores reference, with the reason it is one when a pairing said so (the reference kept no answers)."""
     if ref is None or pairing is None or "note" not in pairing:
         return ref
     return replace(ref, note=pairing["note"])
 
 
-def gate_stage(name: str, measured: StageMeasurement, gates: Mapping[str, Mapping[str, Any]], refs: StageReferences,
+def gate_stage(name: str, measured: StageMeasurement, gates: Mapping[str, Mapping[str, Any]], refs: CompareWith,
                questions: Mapping[str, str]) -> StageResult:
     """The stage as report.json holds it: what it measured, its gates, its status, and the cases that got worse."""
     decisions = decide_gates(name, measured, gates, refs)
@@ -161,7 +172,7 @@ def gate_stage(name: str, measured: StageMeasurement, gates: Mapping[str, Mappin
     if same_run is not None:  # judged again in this run: what got worse, and the baseline as judged today
         worse = paired_worse_cases(same_run, questions)
         for metric, value in measured["metrics"].items():
-            ref = same_run_reference(pairing.get("baseline"), metric, value)
+            ref = same_run_comparison(pairing.get("baseline"), metric, value)
             if ref is not None and ref.value is not None:
                 result["baseline_metrics"][metric] = ref.value
     else:
@@ -170,7 +181,7 @@ def gate_stage(name: str, measured: StageMeasurement, gates: Mapping[str, Mappin
     return result
 
 
-def trap_warning(stages: Mapping[str, StageResult], baseline: ReferenceDoc | None, history: Sequence[HistoryEntry]) -> str | None:
+def trap_warning(stages: Mapping[str, StageResult], baseline: StoredRun | None, history: Sequence[HistoryEntry]) -> str | None:
     """The faithfulness-recall trap against the baseline, else against the last history entry."""
     if "generation" not in stages or stages["generation"]["status"] == "skipped":
         return None

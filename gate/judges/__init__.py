@@ -1,4 +1,4 @@
-"""Judges: engines that score one (question, answer, contexts, reference) for one metric.
+"""Judges: engines that score one (question, answer, contexts, ground truth) for one metric.
 
     ragas      gate.judges.ragas_engine.RagasEngine        LLM metrics through ragas.metrics.collections
     deepeval   gate.judges.deepeval_engine.DeepEvalEngine  LLM metrics through deepeval.metrics (+ GEval criteria)
@@ -26,7 +26,7 @@ class JudgeInput:
     question: str
     answer: str
     contexts: tuple[str, ...] = ()
-    reference: str | None = None  # the golden case's ground_truth
+    ground_truth: str | None = None  # the golden case's
 
 
 class JudgeError(Exception):
@@ -71,7 +71,7 @@ class Engine(Protocol):
         """Metric names this engine computes (report names, without the engine prefix)."""
 
     def needs(self, metric: str) -> set[str]:
-        """Inputs the metric requires besides question and answer: a subset of {"contexts", "reference"}."""
+        """Inputs the metric requires besides question and answer: a subset of {"contexts", "ground_truth"}."""
 
     def prompt_fingerprint(self, metric: str) -> str:
         """Text that changes when the metric's prompt or criteria change (hashed into the cache key)."""
@@ -83,10 +83,10 @@ class Engine(Protocol):
 
 
 def has_input(item: JudgeInput, need: str) -> bool:
-    """Whether ``item`` carries what a metric needs besides question and answer ("contexts" or "reference")."""
+    """Whether ``item`` carries what a metric needs besides question and answer ("contexts" or "ground_truth")."""
     if need == "contexts":
         return any(c.strip() for c in item.contexts)
-    return bool(item.reference and item.reference.strip())
+    return bool(item.ground_truth and item.ground_truth.strip())
 
 
 def checked_score(value: Any, metric: str, *, engine: str, no_score: str | None = None) -> float:

@@ -2,7 +2,7 @@
 
 A score is stored under a key that hashes everything that can change it: engine, engine
 version, metric, judge model, temperature, the metric's prompt fingerprint, and the case's
-question, answer, contexts (in order) and reference. Change any of them and the key
+question, answer, contexts (in order) and ground truth. Change any of them and the key
 changes, so a stale score is never served; nothing ever needs to be invalidated.
 
 Only successful scores are cached. A JudgeError, a timeout or a malformed judge reply is
@@ -100,7 +100,7 @@ def cache_key(
         "question": item.question,
         "answer": item.answer,
         "contexts": list(item.contexts),
-        "reference": item.reference,
+        "reference": item.ground_truth,  # the key keeps its original field name: cached scores stay valid
     }
     canonical = json.dumps(payload, sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()

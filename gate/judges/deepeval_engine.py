@@ -2,8 +2,8 @@
 
     faithfulness        FaithfulnessMetric          contexts             3 chat calls
     answer_relevancy    AnswerRelevancyMetric       -                    2 chat calls
-    context_precision   ContextualPrecisionMetric   contexts, reference  1 chat call
-    context_recall      ContextualRecallMetric      contexts, reference  1 chat call
+    context_precision   ContextualPrecisionMetric   contexts, ground_truth  1 chat call
+    context_recall      ContextualRecallMetric      contexts, ground_truth  1 chat call
     context_relevancy   ContextualRelevancyMetric   contexts             1 chat call per context
     hallucination       HallucinationMetric         contexts             1 chat call
     <criterion name>    GEval(criteria=...)         contexts             1 chat call (+1 for the steps, once: then cached)
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 _BUILTIN: dict[str, tuple[str, set[str]]] = {
     "faithfulness": ("FaithfulnessMetric", {"contexts"}),
     "answer_relevancy": ("AnswerRelevancyMetric", set()),
-    "context_precision": ("ContextualPrecisionMetric", {"contexts", "reference"}),
-    "context_recall": ("ContextualRecallMetric", {"contexts", "reference"}),
+    "context_precision": ("ContextualPrecisionMetric", {"contexts", "ground_truth"}),
+    "context_recall": ("ContextualRecallMetric", {"contexts", "ground_truth"}),
     "context_relevancy": ("ContextualRelevancyMetric", {"contexts"}),
     "hallucination": ("HallucinationMetric", {"contexts"}),
 }
@@ -110,7 +110,7 @@ class DeepEvalEngine:
         self._check_known(metric)
         if metric in _BUILTIN:
             return set(_BUILTIN[metric][1])
-        return {"contexts", "reference"} if _uses_reference(self._criteria[metric]) else {"contexts"}
+        return {"contexts", "ground_truth"} if _uses_reference(self._criteria[metric]) else {"contexts"}
 
     def prompt_fingerprint(self, metric: str) -> str:
         """The metric's prompt templates (and the fragments they include), our JSON instruction, and criteria."""
@@ -240,7 +240,7 @@ def _test_case(item: JudgeInput) -> Any:
     return LLMTestCase(
         input=item.question,
         actual_output=item.answer,
-        expected_output=item.reference or None,
+        expected_output=item.ground_truth or None,
         retrieval_context=contexts,
         context=contexts,  # HallucinationMetric reads `context`
     )

@@ -30,7 +30,7 @@ class OfflineEngine:
 
     def needs(self, metric: str) -> set[str]:
         self._check(metric)
-        return {"reference"}
+        return {"ground_truth"}
 
     def prompt_fingerprint(self, metric: str) -> str:
         self._check(metric)
@@ -38,11 +38,11 @@ class OfflineEngine:
 
     async def score(self, metric: str, item: JudgeInput) -> float:
         self._check(metric)
-        if item.reference is None or not item.reference.strip():
+        if item.ground_truth is None or not item.ground_truth.strip():
             raise JudgeError("no ground_truth for this case")
         if metric in QUESTION_SCORERS:
-            return QUESTION_SCORERS[metric](item.answer, item.reference, item.question)
-        return SCORERS[metric](item.answer, item.reference)
+            return QUESTION_SCORERS[metric](item.answer, item.ground_truth, item.question)
+        return SCORERS[metric](item.answer, item.ground_truth)
 
     async def aclose(self) -> None:
         return None

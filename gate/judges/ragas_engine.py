@@ -2,11 +2,11 @@
 
     faithfulness        Faithfulness                     contexts             2 chat calls
     answer_relevancy    AnswerRelevancy (strictness 3)   (embeddings model)   3 chat + 2 embedding calls
-    context_precision   ContextPrecisionWithReference    contexts, reference  1 chat call per context
-    context_recall      ContextRecall                    contexts, reference  1 chat call
-    answer_correctness  AnswerCorrectness (0.75/0.25)    reference            3 chat + 2 embedding calls
-    noise_sensitivity_relevant    NoiseSensitivity("relevant")    contexts, reference  3 + 2 x contexts chat calls
-    noise_sensitivity_irrelevant  NoiseSensitivity("irrelevant")  contexts, reference  3 + 2 x contexts chat calls
+    context_precision   ContextPrecisionWithReference    contexts, ground_truth  1 chat call per context
+    context_recall      ContextRecall                    contexts, ground_truth  1 chat call
+    answer_correctness  AnswerCorrectness (0.75/0.25)    ground_truth         3 chat + 2 embedding calls
+    noise_sensitivity_relevant    NoiseSensitivity("relevant")    contexts, ground_truth  3 + 2 x contexts chat calls
+    noise_sensitivity_irrelevant  NoiseSensitivity("irrelevant")  contexts, ground_truth  3 + 2 x contexts chat calls
 
 NoiseSensitivity is claim-level and LOWER is better: the share of the answer's statements
 that are wrong (not supported by the reference) yet supported by a relevant context
@@ -34,11 +34,11 @@ from gate.judges.client import JudgeClient
 _NEEDS: dict[str, set[str]] = {
     "faithfulness": {"contexts"},
     "answer_relevancy": set(),
-    "context_precision": {"contexts", "reference"},
-    "context_recall": {"contexts", "reference"},
-    "answer_correctness": {"reference"},
-    "noise_sensitivity_relevant": {"contexts", "reference"},
-    "noise_sensitivity_irrelevant": {"contexts", "reference"},
+    "context_precision": {"contexts", "ground_truth"},
+    "context_recall": {"contexts", "ground_truth"},
+    "answer_correctness": {"ground_truth"},
+    "noise_sensitivity_relevant": {"contexts", "ground_truth"},
+    "noise_sensitivity_irrelevant": {"contexts", "ground_truth"},
 }
 _NOISE_MODES: dict[str, Any] = {"noise_sensitivity_relevant": "relevant", "noise_sensitivity_irrelevant": "irrelevant"}
 _NEEDS_EMBEDDINGS = ("answer_relevancy", "answer_correctness")
@@ -138,10 +138,10 @@ def _arguments(metric: str, item: JudgeInput) -> dict[str, Any]:
     if metric == "answer_relevancy":
         return {"user_input": item.question, "response": item.answer}
     if metric in ("context_precision", "context_recall"):
-        return {"user_input": item.question, "reference": item.reference, "retrieved_contexts": contexts}
+        return {"user_input": item.question, "reference": item.ground_truth, "retrieved_contexts": contexts}
     if metric in _NOISE_MODES:
-        return {"user_input": item.question, "response": item.answer, "reference": item.reference, "retrieved_contexts": contexts}
-    return {"user_input": item.question, "response": item.answer, "reference": item.reference}
+        return {"user_input": item.question, "response": item.answer, "reference": item.ground_truth, "retrieved_contexts": contexts}
+    return {"user_input": item.question, "response": item.answer, "reference": item.ground_truth}
 
 
 _NAN_REASONS = {

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gate.core.report import Reference, Report, StageResult
+from gate.core.report import Report, StageResult, StoredRun
 
 STATUS_ICON = {"pass": "✅", "fail": "❌", "error": "⚠️", "skipped": "⏭️"}
 VERDICT_TITLE = {"pass": "passed", "fail": "failed", "error": "could not complete"}
@@ -94,7 +94,7 @@ def ordered_stages(report: Report) -> list[tuple[str, StageResult]]:
     return [(n, stages[n]) for n in STAGE_ORDER if n in stages] + [(n, s) for n, s in stages.items() if n not in STAGE_ORDER]
 
 
-def reference_answers(reference: Reference | None) -> dict[str, str]:
+def reference_answers(reference: StoredRun | None) -> dict[str, str]:
     """Case id -> the reference run's answer, for the cases whose judged answer it kept (its texts table)."""
     if reference is None:
         return {}

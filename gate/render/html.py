@@ -22,7 +22,7 @@ from typing import Any
 
 from gate.core.catalog import higher_is_better
 from gate.core.model import GoldenCase
-from gate.core.report import CaseResult, Reference, Report, StageResult
+from gate.core.report import CaseResult, Report, StageResult, StoredRun
 from gate.render import (
     fmt_delta,
     fmt_value,
@@ -52,7 +52,7 @@ class ViewInputs:
     reference run the report compared with (its answers and ranks), and the retrieved passages' texts."""
 
     golden: Sequence[GoldenCase] = ()
-    baseline: Reference | None = None
+    baseline: StoredRun | None = None
     passages: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -167,7 +167,7 @@ def _rows(samples: Sequence[CaseResult]) -> dict[str, CaseResult]:
 class _Index:
     """Each stage's rows by case id (this run's, the reference's, the rejection rows, the worse cases): read once."""
 
-    def __init__(self, report: Report, baseline: Reference | None) -> None:
+    def __init__(self, report: Report, baseline: StoredRun | None) -> None:
         base_stages: Mapping[str, Any] = baseline.get("stages", {}) if baseline else {}
         self.stages = ordered_stages(report)
         self.rows = {name: _rows(stage.get("samples", [])) for name, stage in self.stages}

@@ -7,8 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate.core.model import GoldenCase
-from gate.core.report import Reference as ReferenceDoc
-from gate.core.report import Report
+from gate.core.report import Report, StoredRun
 from gate.render import fmt_value, ordered_stages, reference_answers, rejection_miss, rejection_misses
 
 
@@ -20,7 +19,7 @@ def _rank(rank: int | None) -> str:
     return f"rank {rank}" if rank is not None else "not retrieved"
 
 
-def render_case(report: Report, case_id: str, golden: GoldenCase | None = None, baseline: ReferenceDoc | None = None) -> str:
+def render_case(report: Report, case_id: str, golden: GoldenCase | None = None, baseline: StoredRun | None = None) -> str:
     """The case's drill-down; a line saying it is not in the report when it is not."""
     out = next((c for c in report["cases"] if c["id"] == case_id), None)
     if out is None:

@@ -16,9 +16,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gate.core.catalog import MetricPlan, plan_metrics
+from gate.core.catalog import EngineMetric, engine_metrics
 from gate.core.model import GoldenCase, TargetOutput
-from gate.core.pairs import ReferenceRun, output_ref
+from gate.core.pairs import PairedRun, output_ref
 from gate.core.report import CaseResult, JudgeInfo, MetricDiff, SampleInfo, SelfCheck, StageMeasurement
 from gate.core.sampling import JUDGED_CASES, sample_from
 from gate.deadline import NO_DEADLINE, Deadline
@@ -53,7 +53,7 @@ class Plan:
     errors: dict[str, dict[str, str]]  # case id -> metric -> why it was not judged
 
 
-def plan_tasks(sample: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], runnable: Sequence[MetricPlan],
+def plan_tasks(sample: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], runnable: Sequence[EngineMetric],
                engines: Mapping[str, Engine], settings: JudgeSettings | None, cache: ScoreCache) -> Plan:
     tasks: list[Task] = []
     errors: dict[str, dict[str, str]] = {c.id: {} for c in sample}
@@ -84,7 +84,7 @@ def generation_stage(
     engine_factory: EngineFactory = build_engines,
     secrets: Sequence[str] = (),
     deadline: Deadline = NO_DEADLINE,
-    references: Sequence[ReferenceRun] = (),
+    references: Sequence[PairedRun] = (),
     only: Collection[str] | None = None,
     progress: JudgeProgress | None = None,
 ) -> StageMeasurement:
@@ -92,7 +92,7 @@ def generation_stage(
     runs its relative gates compare with; every judged case is paired with each (gate.stages.pairing). ``only``: a
     shard's case ids: the sample and the self-check's cases are drawn from every case, then restricted to them (so
     the shards together judge what one run would), and the self-check keeps its differences for the merge."""
-    plans = plan_metrics(cfg)
+    plans = engine_metrics(cfg)
     not_evaluated: dict[str, str] = {}
     settings, why_not = judge_settings(judge, os.environ if env is None else env, secrets=secrets)
     runnable = []
@@ -187,7 +187,7 @@ def generation_stage(
     return stage
 
 
-def aggregate(sample: Sequence[GoldenCase], runnable: Sequence[MetricPlan], per_case: Mapping[str, dict[str, float]],
+def aggregate(sample: Sequence[GoldenCase], runnable: Sequence[EngineMetric], per_case: Mapping[str, dict[str, float]],
               errors: Mapping[str, dict[str, str]], not_evaluated: dict[str, str]) -> tuple[list[CaseResult], dict[str, float]]:
     """The per-case results and each metric's mean over the cases that have it (a metric no case has goes into
     ``not_evaluated`` with the reason)."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gate.core.catalog import MetricPlan
+from gate.core.catalog import EngineMetric
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.report import Usage
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
@@ -48,7 +48,7 @@ class Task:
     """One (case, metric) to score: ``key`` is its cache key."""
 
     case_id: str
-    plan: MetricPlan
+    plan: EngineMetric
     item: JudgeInput
     key: str
 
@@ -113,7 +113,7 @@ def build_engines(names: set[str], settings: JudgeSettings | None, criteria: dic
 
 
 def judge_input(case: GoldenCase, out: TargetOutput) -> JudgeInput:
-    return JudgeInput(question=case.question, answer=out.answer or "", contexts=tuple(out.contexts), reference=case.ground_truth)
+    return JudgeInput(question=case.question, answer=out.answer or "", contexts=tuple(out.contexts), ground_truth=case.ground_truth)
 
 
 def missing_input(needs: set[str], item: JudgeInput) -> str | None:
@@ -122,12 +122,12 @@ def missing_input(needs: set[str], item: JudgeInput) -> str | None:
         return "the target gave no answer"
     if "contexts" in needs and not item.contexts:
         return "the target returned no contexts"
-    if "reference" in needs and not item.reference:
+    if "ground_truth" in needs and not item.ground_truth:
         return "the golden case has no ground_truth"
     return None
 
 
-def task_key(cache: ScoreCache, engine: Engine, plan: MetricPlan, settings: JudgeSettings | None, item: JudgeInput) -> str:
+def task_key(cache: ScoreCache, engine: Engine, plan: EngineMetric, settings: JudgeSettings | None, item: JudgeInput) -> str:
     """The cache key of one (engine, metric, input): the judge's model and temperature count only for LLM engines."""
     llm = plan.engine != "offline" and settings is not None
     return cache.key(engine.name, engine.version, plan.metric, settings.model if llm and settings else "",

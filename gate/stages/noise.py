@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from gate.core.catalog import MetricPlan
+from gate.core.catalog import EngineMetric
 from gate.core.model import Answer, GoldenCase, TargetOutput
 from gate.core.ranking import id_mapper
 from gate.core.report import CaseResult, Distractor, NoiseInfo, Usage
@@ -107,17 +107,17 @@ def inject(contexts: Sequence[str], distractors: Sequence[str], position: str, r
     return [*contexts[:at], *distractors, *contexts[at:]]
 
 
-def correctness_plan(cfg: Mapping[str, Any]) -> MetricPlan:
+def correctness_plan(cfg: Mapping[str, Any]) -> EngineMetric:
     """ragas answer_correctness, a deepeval GEval correctness criterion, or offline answer-bearing token F1:
     F1 on the ground truth's words that the question does not give, its numbers required (plain token F1
     with the ground truth, which template-alike wrong answers pass, is not used: see
     gate.core.textmatch.answer_bearing_f1)."""
     c = cfg.get("correctness", {})
     if c.get("method", "offline") != "judge":
-        return MetricPlan("correctness", "offline", "answer_bearing_f1")
+        return EngineMetric("correctness", "offline", "answer_bearing_f1")
     if c.get("engine", "ragas") == "deepeval":
-        return MetricPlan("correctness", "deepeval", "correctness")
-    return MetricPlan("correctness", "ragas", "answer_correctness")
+        return EngineMetric("correctness", "deepeval", "correctness")
+    return EngineMetric("correctness", "ragas", "answer_correctness")
 
 
 # ---------------------------------------------------------------------------------- calls
@@ -262,7 +262,7 @@ def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], t
     return len(jobs)
 
 
-def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings | None, cache: ScoreCache, threshold: float,
+def judge_correctness(run: NoiseRun, plan: EngineMetric, settings: JudgeSettings | None, cache: ScoreCache, threshold: float,
                       deadline: Deadline = NO_DEADLINE, progress: JudgeProgress | None = None) -> Usage:
     """Step 3: both answers scored against ground_truth (cached; identical answers judged once); the judge usage."""
     engines, client = build_engines({plan.engine}, settings, {"correctness": CORRECTNESS_CRITERION}, cache)
@@ -277,7 +277,7 @@ def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings |
         # correctness is judged against ground_truth; both answers get the same (clean) contexts so that
         # identical answers share one cache entry and one judge call
         for which, answer in (("clean", row.get("clean_answer")), ("noisy", row.get("noisy_answer"))):
-            item = JudgeInput(question=c.question, answer=answer or "", contexts=tuple(run.contexts[c.id]), reference=c.ground_truth)
+            item = JudgeInput(question=c.question, answer=answer or "", contexts=tuple(run.contexts[c.id]), ground_truth=c.ground_truth)
             tasks.append(Task(f"{c.id}\x00{which}", plan, item, task_key(cache, engine, plan, settings, item)))
     cached, todo = split_cached(tasks, cache)
 
@@ -310,7 +310,7 @@ def judge_correctness(run: NoiseRun, plan: MetricPlan, settings: JudgeSettings |
 
 
 def noise_test(
-    cfg: Mapping[str, Any], plan: MetricPlan, settings: JudgeSettings | None, cases: Sequence[GoldenCase],
+    cfg: Mapping[str, Any], plan: EngineMetric, settings: JudgeSettings | None, cases: Sequence[GoldenCase],
     outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int, cache: ScoreCache,
     match: Mapping[str, Any], precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
     deadline: Deadline = NO_DEADLINE, only: Collection[str] | None = None, progress: JudgeProgress | None = None,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from gate.core.catalog import higher_is_better
 from gate.core.model import GoldenCase
-from gate.core.pairs import ReferenceRun, judge_change
+from gate.core.pairs import PairedRun, judge_change
 from gate.core.report import JudgeInfo, MetricPairs, PairedCase, Pairing
 from gate.judges import Engine, JudgeInput, JudgeSettings
 from gate.stages.judging import Task, missing_input, task_key
@@ -35,7 +35,7 @@ Result = float | str  # a score, or why there is none
 class Pair:
     """One changed case of one metric against one reference run."""
 
-    reference: str  # the reference run's key
+    run: str  # the paired run's key
     case_id: str
     metric: str
     ref: Task  # the reference's answer, with this run's question and ground truth
@@ -55,7 +55,7 @@ class Pair:
 
 @dataclass
 class PairingPlan:
-    references: Sequence[ReferenceRun]
+    references: Sequence[PairedRun]
     pairs: list[Pair] = field(default_factory=list)
     counts: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (reference, metric) -> [pairs, changed]
     added: dict[str, list[str]] = field(default_factory=dict)
@@ -75,7 +75,7 @@ def _same_input(cur: JudgeInput, ref: JudgeInput, needs: set[str]) -> bool:
     return cur.answer == ref.answer and ("contexts" not in needs or cur.contexts == ref.contexts)
 
 
-def plan_pairs(references: Sequence[ReferenceRun], sample: Sequence[GoldenCase], golden_ids: set[str], tasks: Sequence[Task],
+def plan_pairs(references: Sequence[PairedRun], sample: Sequence[GoldenCase], golden_ids: set[str], tasks: Sequence[Task],
                todo_keys: set[str], engines: Mapping[str, Engine], settings: JudgeSettings | None, cache: ScoreCache) -> PairingPlan:
     """Pair the sample's main tasks with every reference run that kept its outputs. ``todo_keys``: the main tasks
     judged in this run (their scores are fresh, so a pair reuses them for its current side)."""
@@ -95,7 +95,7 @@ def plan_pairs(references: Sequence[ReferenceRun], sample: Sequence[GoldenCase],
             counts[0] += 1
             engine = engines[t.plan.engine]
             needs = engine.needs(t.plan.metric)
-            ref_item = JudgeInput(question=t.item.question, answer=stored.answer, contexts=stored.contexts, reference=t.item.reference)
+            ref_item = JudgeInput(question=t.item.question, answer=stored.answer, contexts=stored.contexts, ground_truth=t.item.ground_truth)
             if _same_input(t.item, ref_item, needs):
                 continue  # the same input would get the same score: a delta of exactly 0, no call
             counts[1] += 1
@@ -111,10 +111,10 @@ def plan_pairs(references: Sequence[ReferenceRun], sample: Sequence[GoldenCase],
             p.scores, p.cached = (cached[p.key + ":r"], cached[p.key + ":c"]), True
             continue
         plan.fresh.setdefault(p.ref.key, p.ref)
-        plan.judgings[p.reference].add(p.ref.key)
+        plan.judgings[p.run].add(p.ref.key)
         if p.cur.key not in todo_keys:  # its score came from the cache (an earlier run's judge): judge it again now
             plan.fresh.setdefault(p.cur.key, p.cur)
-            plan.judgings[p.reference].add(p.cur.key)
+            plan.judgings[p.run].add(p.cur.key)
     return plan
 
 
@@ -147,8 +147,8 @@ def to_confirm(plan: PairingPlan, case_drop: Mapping[str, float], cache: ScoreCa
             p.again = (cached[p.key + ":r2"], cached[p.key + ":c2"])
         else:
             out.append((p, p.ref, p.cur))
-            plan.judgings[p.reference].add(p.ref.key + "#2")
-            plan.judgings[p.reference].add(p.cur.key + "#2")
+            plan.judgings[p.run].add(p.ref.key + "#2")
+            plan.judgings[p.run].add(p.cur.key + "#2")
     return out
 
 
@@ -179,7 +179,7 @@ def records(plan: PairingPlan, metrics: Sequence[str], judge: JudgeInfo | None) 
             n, k = plan.counts.get((run.key, metric), [0, 0])
             cases: list[PairedCase] = []
             for p in plan.pairs:
-                if p.reference == run.key and p.metric == metric:
+                if p.run == run.key and p.metric == metric:
                     cases.append(_paired_case(p))
             for (ref_key, cid, m), why in plan.errors.items():
                 if ref_key == run.key and m == metric:
