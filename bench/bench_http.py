@@ -1,7 +1,7 @@
 """How close the HTTP target gets to ideal parallelism against a service with fixed latency.
 
 Starts the test service of tests/servers.py on 127.0.0.1 with a fixed latency per request
-(default 50 ms), asks it for N cases (default 480) through gate.pipeline.collect_outputs with a
+(default 50 ms), asks it for N cases (default 480) through gate.run.ask.collect_outputs with a
 real gate.targets.http.HttpTarget, and prints for each concurrency (default 16, and 8 and 32
 for context) the wall time (best of --repeat), the ideal time N x latency / concurrency, the
 efficiency ideal / actual, and the most requests the server saw in flight at once.
@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for tests.servers
 
+from gate.config.loader import filled  # noqa: E402
 from gate.core.model import GoldenCase  # noqa: E402
-from gate.pipeline import collect_outputs  # noqa: E402
+from gate.run.ask import collect_outputs  # noqa: E402
 from gate.targets.http import HttpTarget  # noqa: E402
 from tests.servers import RagServer, response  # noqa: E402
 
@@ -43,12 +44,11 @@ def main() -> int:
             best, max_in_flight, errors = float("inf"), 0, 0
             for _ in range(args.repeat):
                 srv.reset()
-                target = HttpTarget({"url": srv.url, "concurrency": conc, "timeout_s": 30, "retries": 0})
+                cfg = filled("$defs/http_target", {"url": srv.url, "concurrency": conc, "timeout_s": 30, "retries": 0})
+                target = HttpTarget(cfg)
                 t0 = time.perf_counter()
-                try:
+                with target:
                     outputs = collect_outputs(target, cases, 10)
-                finally:
-                    target.close()
                 elapsed = time.perf_counter() - t0
                 errors = sum(1 for o in outputs.values() if o.error)
                 if len(outputs) != len(cases) or errors or len(srv.requests) != len(cases):

@@ -16,8 +16,8 @@ refuse are judged too, as a real judge would see them). Sections:
   3. rag-gate with engine deepeval (faithfulness), and deepeval's own ``evaluate()`` with its
      ``OpenAIModel(base_url=...)``, default and with the settings rag-gate uses;
   4. section 1 with a real JudgeCache in a temporary folder, run twice (second run: calls, time);
-  5. import cost: whether ``python -X importtime -c "import gate.pipeline"`` lists ragas/deepeval/openai,
-     and the wall time of ``import gate.pipeline`` / ``import ragas`` / ``import deepeval`` in a subprocess.
+  5. import cost: whether ``python -X importtime -c "import gate.run.flow"`` lists ragas/deepeval/openai,
+     and the wall time of ``import gate.run.flow`` / ``import ragas`` / ``import deepeval`` in a subprocess.
 
     python bench/bench_judges.py [--latency 0.2] [--concurrency 16] [--repeat 2] [--server process] [--sections 1 2 3 4 5]
 
@@ -177,14 +177,21 @@ class Bench:
 
     def stage(self, cfg: dict[str, Any], make_cache: Callable[[], Any], judge: Judge) -> tuple[float, float, dict[str, Any], dict[str, Any]]:
         """One generation_stage run against ``judge``: (wall, client CPU, stage, server stats of this run)."""
+        from gate.config.loader import filled
+        from gate.core.settings import GenerationSettings
+        from gate.judges import resolve_judge
+        from gate.stages.context import StageContext
         from gate.stages.generation import generation_stage
 
+        settings = GenerationSettings.read(filled("$defs/generation_stage", cfg))
+        judge_settings, no_judge = resolve_judge(filled("properties/judge", self.judge_cfg(judge.url)), {})
         before = judge.stats()
         cache = make_cache()
         try:
             with _leftovers() as leftovers:
+                ctx = StageContext(self.cases, self.outputs, cache, judge=judge_settings, no_judge=no_judge)
                 c0, t0 = time.process_time(), time.perf_counter()
-                stage = generation_stage(cfg, self.judge_cfg(judge.url), self.cases, self.outputs, cache, env={})
+                stage = generation_stage(settings, ctx)
                 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         finally:
             cache.close()
@@ -383,25 +390,25 @@ class Bench:
     # -- imports ----------------------------------------------------------------------------
 
     def imports(self) -> None:
-        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import gate.pipeline"], cwd=ROOT, capture_output=True,
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import gate.run.flow"], cwd=ROOT, capture_output=True,
                               text=True, timeout=120)
         if proc.returncode != 0:
-            self.error(f"python -c 'import gate.pipeline' failed: {_short(proc.stderr, 300)}")
+            self.error(f"python -c 'import gate.run.flow' failed: {_short(proc.stderr, 300)}")
             return
         modules = [m.group(1) for line in proc.stderr.splitlines() if (m := re.match(r"import time:.*\|\s+(\S+)\s*$", line))]
         tops = {m.split(".")[0] for m in modules}
         cum = next((int(m.group(1)) for line in proc.stderr.splitlines()
-                    if (m := re.match(r"import time:\s+\d+ \|\s+(\d+) \|\s+gate\.run$", line))), 0)
-        print(f"  -X importtime 'import gate.pipeline': {len(modules)} modules, gate.pipeline cumulative {cum / 1e6:.3f} s")
+                    if (m := re.match(r"import time:\s+\d+ \|\s+(\d+) \|\s+gate\.run\.flow$", line))), 0)
+        print(f"  -X importtime 'import gate.run.flow': {len(modules)} modules, gate.run.flow cumulative {cum / 1e6:.3f} s")
         for name in ("ragas", "deepeval", "openai", "instructor", "langchain_core", "httpx", "pandas", "numpy"):
             print(f"      {name:<15} {'LISTED' if name in tops else 'not listed'}")
         heavy = sorted({"ragas", "deepeval", "openai"} & tops)
         if heavy:
-            self.error(f"import gate.pipeline imports {', '.join(heavy)}")
-        self.rows.append(Row("5", "import gate.pipeline lists ragas/deepeval/openai", note=", ".join(heavy) or "no"))
+            self.error(f"import gate.run.flow imports {', '.join(heavy)}")
+        self.rows.append(Row("5", "import gate.run.flow lists ragas/deepeval/openai", note=", ".join(heavy) or "no"))
 
         with tempfile.TemporaryDirectory(prefix="rag-gate-bench-import-") as tmp:  # deepeval may write ./.deepeval
-            for label, code, cwd in (("python -c pass", "pass", tmp), ("import gate.pipeline", "import gate.pipeline", str(ROOT)),
+            for label, code, cwd in (("python -c pass", "pass", tmp), ("import gate.run.flow", "import gate.run.flow", str(ROOT)),
                                      ("import ragas", "import ragas", tmp), ("import deepeval", "import deepeval", tmp)):
                 times = []
                 for _ in range(self.args.repeat):

@@ -13,13 +13,13 @@ and a ``judge:`` block (concurrency 16), in four configurations:
   c. source generated (the judge writes the distractors), judge correctness;
   d. (b) with ``rejection: {judge: true}``: the judge classifies the answers no refusal phrase settled.
 
-The stage is timed alone: the target's outputs come from ``gate.pipeline.collect_outputs`` (not
-timed), then ``gate.pipeline.measure_judged`` runs what ``gate.pipeline.run`` runs for a spec whose only
+The stage is timed alone: the target's outputs come from ``gate.run.ask.collect_outputs`` (not
+timed), then ``gate.run.measure.measure_judged`` runs what ``gate.run.flow.run`` runs for a spec whose only
 stage is robustness (open the judge cache, ``robustness_stage``, close the cache). Each repeat
 runs it twice: with an empty cache (cold) and again with the cache the first run filled (warm).
 For each run it prints the wall time, the stage's ``target_calls`` per sampled case, the judge
 calls the server saw (by prompt kind) per sampled case, the calls in the stage's usage, and
-the correctness cache hits and misses. A last ``gate.pipeline.run`` per configuration (warm cache)
+the correctness cache hits and misses. A last ``gate.run.flow.run`` per configuration (warm cache)
 checks that the whole run reports the same metrics as the timed stage.
 
     python bench/bench_robustness.py [--latency 0.2] [--concurrency 16] [--repeat 2] [--server process|thread]
@@ -30,7 +30,7 @@ Exit status 1 if something went wrong: a run raised, a sampled case errored, the
 prompt it does not recognise or answered an error, (a) made a judge call, the stage's usage
 disagreed with the server's correctness calls, a warm run missed the correctness cache or
 generated a distractor again, two runs of one configuration gave different numbers, or
-``gate.pipeline.run`` disagreed with the timed stage.
+``gate.run.flow.run`` disagreed with the timed stage.
 """
 
 from __future__ import annotations
@@ -212,20 +212,22 @@ class Bench:
         return calls * self.args.latency / self.args.concurrency
 
     def one(self, name: str) -> None:
-        from gate.config.loader import load_spec
-        from gate.io.golden import load_golden_set
-        from gate.pipeline import collect_outputs, measure_judged
+        from gate.deadline import NO_DEADLINE
+        from gate.run.ask import collect_outputs
+        from gate.run.load import load
+        from gate.run.measure import measure_judged
+        from gate.run.options import RunOptions
         from gate.targets.factory import make_target
 
         label = CONFIGS[name][0]
         res = Result(name, label)
         self.results.append(res)
         path = write_spec(self.folder, name, self.rag_url, self.judge.url, self.args)
-        spec = load_spec(path)
-        cases = load_golden_set(spec.golden_set_path)
+        options = RunOptions(use_cache=True)
+        loaded = dataclasses.replace(load(str(path), options), deadline=NO_DEADLINE)  # the stage alone: no deadline
+        spec, cases = loaded.spec, loaded.cases
         cache_file = spec.resolve(spec.data["cache"]["path"])
-        target = make_target(spec, cases)
-        try:
+        with make_target(spec, cases) as target:
             t0 = time.perf_counter()
             outputs = collect_outputs(target, cases, spec.target_k)
             res.collect_wall = time.perf_counter() - t0
@@ -239,17 +241,15 @@ class Bench:
                 for which in ("cold", "warm"):
                     self.judge.reset()
                     t0 = time.perf_counter()
-                    stage = measure_judged(spec, cases, outputs, target, True)["robustness"]
+                    stage = measure_judged(loaded, outputs, target, options)["robustness"]
                     wall = time.perf_counter() - t0
                     run = Run(wall, self.judge.stats(), stage)
                     (res.cold if which == "cold" else res.warm).append(run)
                     self.show(f"{which} #{rep + 1}", run)
                     self.check(res, which, run)
-        finally:
-            target.close()
 
         # the whole run, as the CLI does it (warm cache): same numbers as the timed stage?
-        from gate.pipeline import run as gate_run
+        from gate.run.flow import run as gate_run
 
         self.judge.reset()
         t0 = time.perf_counter()
@@ -258,11 +258,11 @@ class Bench:
         res.run_duration = report["run"]["duration_s"]
         full = Run(res.run_wall, self.judge.stats(), report["stages"]["robustness"])
         same = full.fingerprint() == res.cold[0].fingerprint()
-        print(f"  gate.pipeline.run (warm cache, asks the target again): {res.run_wall:.2f} s, verdict {report['verdict']}, "
+        print(f"  gate.run.flow.run (warm cache, asks the target again): {res.run_wall:.2f} s, verdict {report['verdict']}, "
               f"stage status {full.stage.get('status')}, {full.server['calls']} judge calls, "
               f"{'same' if same else 'DIFFERENT'} metrics/answers/verdicts as the timed stage")
         if not same:
-            self.error(f"({name}) gate.pipeline.run reported other numbers than the timed stage: {full.stage.get('metrics')}")
+            self.error(f"({name}) gate.run.flow.run reported other numbers than the timed stage: {full.stage.get('metrics')}")
         self.summarise(res)
 
     def show(self, label: str, run: Run) -> None:
@@ -368,7 +368,7 @@ class Bench:
             print(" ".join(cells))
         print("columns: n = sampled cases; tgt/case = the stage's target_calls / n; judge = calls the judge server saw "
               "(all kinds); usage = judge calls in the stage's usage (all kinds); miss = correctness cache misses; "
-              "run() s = gate.pipeline.run with a warm cache (asks the target for all 40 cases first)")
+              "run() s = gate.run.flow.run with a warm cache (asks the target for all 40 cases first)")
 
 
 def main() -> int:
@@ -401,7 +401,7 @@ def main() -> int:
                 import ragas.metrics.collections  # noqa: F401
 
                 import gate.judges.ragas_engine  # noqa: F401
-                import gate.pipeline  # noqa: F401
+                import gate.run.flow  # noqa: F401
 
                 print(f"(importing ragas and the engine first, not timed below: {time.perf_counter() - t0:.2f} s)")
                 for name in args.configs:

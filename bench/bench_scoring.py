@@ -4,11 +4,11 @@ Generates (in a temporary folder) a golden set of 10,000 cases, a results file w
 retrieved passages per case (~200-character texts, scores), a baseline made from a slightly
 different earlier run, and a spec with seven retrieval metrics and a few gates. Then:
 
-  1. in-process: gate.pipeline.run(spec) + rendering (Markdown comment, JUnit XML, console) +
+  1. in-process: gate.run.flow.run(spec) + rendering (Markdown comment, JUnit XML, console) +
      json.dumps of the report, best of --repeat (default 5);
   2. the same work split into steps (spec, golden set, baseline, results file, scoring,
      gates/report, each renderer, JSON), each the best of --repeat;
-  3. start-up: `python -m gate --version` and `python -c "import gate.pipeline"` against
+  3. start-up: `python -m gate --version` and `python -c "import gate.run.flow"` against
      `python -c pass`, best of --repeat, plus the largest imports from `-X importtime`;
   4. the whole CLI run in a subprocess (what a CI job pays);
   5. that the LLM-judge libraries (ragas, deepeval) were never imported.
@@ -134,10 +134,12 @@ def steps(spec_path: Path, repeat: int) -> list[tuple[str, float]]:
     from gate.config.loader import load_spec
     from gate.io.golden import load_golden_set
     from gate.io.reports import read_baseline
-    from gate.pipeline import RunFacts, collect_outputs, evaluate
     from gate.render.console import render_console
     from gate.render.junit import render_junit
     from gate.render.markdown import render_comment
+    from gate.run.ask import collect_outputs
+    from gate.run.context import RunFacts
+    from gate.run.evaluate import evaluate
     from gate.targets.factory import make_target
 
     out: list[tuple[str, float]] = []
@@ -149,11 +151,14 @@ def steps(spec_path: Path, repeat: int) -> list[tuple[str, float]]:
     out.append(("load baseline", t))
     t, target = best_of(repeat, lambda: make_target(spec, cases))
     out.append(("load results file", t))
-    t, outputs = best_of(repeat, lambda: collect_outputs(target, cases, spec.target_k))
+    with target:
+        t, outputs = best_of(repeat, lambda: collect_outputs(target, cases, spec.target_k))
     out.append(("collect outputs (ask target)", t))
     from gate.stages.retrieval import retrieval_stage
 
-    t, _ = best_of(repeat, lambda: retrieval_stage(cases, outputs, spec.retrieval_metrics(), spec.retrieval.get("match", {})))
+    settings = spec.stages.retrieval
+    assert settings is not None
+    t, _ = best_of(repeat, lambda: retrieval_stage(settings, cases, outputs))
     out.append(("  of which: score retrieval metrics", t))
     context = RunFacts(created_at="2026-01-01T00:00:00+00:00", baseline=baseline, target_kind=target.kind)
     t, report = best_of(repeat, lambda: evaluate(spec, cases, outputs, context))
@@ -186,7 +191,7 @@ def import_times(module: str, top: int = 8) -> tuple[float, list[tuple[float, st
         if m:  # one space before a top-level import, two more per level of nesting
             rows.append((int(m.group(2)) / 1e6, (len(m.group(3)) - 1) // 2 + 1, m.group(4)))
     total = sum(cum for cum, depth, _ in rows if depth == 1)
-    # the biggest imports down to three levels deep (gate.pipeline > gate.config.loader > jsonschema), where a fix would go
+    # the biggest imports down to three levels deep (gate.run.flow > gate.run.context > gate.run.load), where a fix would go
     largest = sorted(((cum, ("  " * (depth - 1)) + name) for cum, depth, name in rows if depth <= 3), reverse=True)[:top]
     return total, largest
 
@@ -214,7 +219,7 @@ def main() -> int:
 
         t_import0 = time.perf_counter()
         from gate.core.records import baseline_from_report
-        from gate.pipeline import run
+        from gate.run.flow import run
         t_import = time.perf_counter() - t_import0
 
         # the baseline: an earlier run over slightly different results, so worse_cases has work to do
@@ -236,7 +241,7 @@ def main() -> int:
         print("  metrics: " + ", ".join(f"{m}={v:.4f}" for m, v in stage["metrics"].items() if m in METRICS))
         print(f"  outputs: comment {len(rendered[0]) / 1e3:.1f} kB, junit {len(rendered[1]) / 1e3:.1f} kB, "
               f"console {len(rendered[2]) / 1e3:.1f} kB, report.json {len(rendered[3]) / 1e6:.1f} MB")
-        print(f"  (first import of gate.pipeline in this process: {t_import:.3f} s, not included)")
+        print(f"  (first import of gate.run.flow in this process: {t_import:.3f} s, not included)")
 
         print()
         print(f"breakdown (each step best of {args.repeat}):")
@@ -284,11 +289,11 @@ def main() -> int:
         print(f"start-up (subprocess wall time, best of {args.repeat}):")
         py = wall([sys.executable, "-c", "pass"], args.repeat)
         ver = wall([sys.executable, "-m", "gate", "--version"], args.repeat)
-        imp = wall([sys.executable, "-c", "import gate.pipeline, gate.render.markdown, gate.render.junit, gate.render.console"], args.repeat)
+        imp = wall([sys.executable, "-c", "import gate.run.flow, gate.render.markdown, gate.render.junit, gate.render.console"], args.repeat)
         print(f"  python -c pass                  {py:6.3f} s")
         print(f"  python -m gate --version        {ver:6.3f} s  (+{ver - py:.3f} s over bare Python)")
-        print(f"  python -c 'import gate.pipeline ...' {imp:6.3f} s  (+{imp - py:.3f} s: what a real run imports)")
-        for module in ("gate.cli", "gate.pipeline"):
+        print(f"  python -c 'import gate.run.flow ...' {imp:6.3f} s  (+{imp - py:.3f} s: what a real run imports)")
+        for module in ("gate.cli.main", "gate.run.flow"):
             total, largest = import_times(module)
             print(f"  -X importtime 'import {module}': {total:.3f} s; largest:")
             for cum, name in largest:

@@ -14,7 +14,7 @@ once per rule on a copy of that cache:
   old rule      references that kept no answers (as an older rag-gate wrote them: pairing method "stored scores"):
                 decide_gates compares this run's per-case scores with the baseline's stored scores (max_drop) or the
                 window's per-case means (trend) in a paired bootstrap; method "paired bootstrap".
-  new rule      gate.pipeline.paired_runs on the full documents (the baseline; the oldest entry of the window):
+  new rule      gate.run.measure.paired_runs on the full documents (the baseline; the oldest entry of the window):
                 the stage pairs every case, unchanged answers give a delta of exactly 0, changed ones have the
                 reference's answer judged again in this run; method "same-run pairs".
 
@@ -68,15 +68,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from gate.config.loader import filled
 from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
-from gate.core.records import baseline_from_report, entry_from_report, text_table
+from gate.core.records import baseline_from_report, entry_from_report
+from gate.core.settings import GenerationSettings, MatchSettings, StageSettings
 from gate.core.verdict import CompareWith, decide_gates
-from gate.judges import JudgeInput
+from gate.deadline import NO_DEADLINE
+from gate.judges import JudgeInput, JudgeSettings, resolve_judge
 from gate.judges.cache import JudgeCache
-from gate.pipeline import paired_runs
+from gate.run.load import Loaded
+from gate.run.measure import paired_runs
+from gate.stages.context import StageContext
 from gate.stages.generation import generation_stage
 
-JUDGE = {"base_url": "http://127.0.0.1:9/v1", "model": "sim-2024-01-01"}  # judge_settings needs both; no call leaves the process
+JUDGE = {"base_url": "http://127.0.0.1:9/v1", "model": "sim-2024-01-01"}  # resolve_judge needs both; no call leaves the process
 WINDOW = 7  # history runs, one a week; the trend window
 SEED_SAMPLE = 40  # the seed's random sample per run
 THRESHOLD = 0.03
@@ -188,8 +193,9 @@ class RunJudge:
         answer = self.truths.answers[text]
         return math.fsum(self.once(answer) for _ in range(self.repeats)) / self.repeats
 
-    def factory(self, names: set[str], settings: Any, criteria: dict[str, str]) -> tuple[dict[str, Any], None]:
-        """An engine_factory for generation_stage: the simulated engine under every name asked for, no client."""
+    def factory(self, names: set[str], settings: Any, criteria: dict[str, str], cache: Any = None) -> tuple[dict[str, Any], None]:
+        """An engine factory for the stage's context (StageContext.engines): the simulated engine under every name asked
+        for, no client."""
         return {name: SimEngine(name, self) for name in names}, None
 
 
@@ -221,10 +227,26 @@ class SimEngine:
 
 
 class _Spec:
-    """What gate.pipeline.paired_runs reads of a spec."""
+    """What gate.run.measure.paired_runs reads of a spec (through gate.run.load.Loaded): the stages' gates and
+    history.max_entries."""
 
-    def __init__(self, cfg: Mapping[str, Any]) -> None:
-        self.data = {"stages": {"generation": cfg}}
+    def __init__(self, settings: GenerationSettings) -> None:
+        match = MatchSettings.read(filled("$defs/retrieval_stage/properties/match", {}))
+        self.stages = StageSettings(retrieval=None, generation=settings, robustness=None, match=match)
+        self.data = {"history": filled("properties/history", {})}
+
+
+def judge_settings() -> JudgeSettings:
+    settings, why_not = resolve_judge(filled("properties/judge", JUDGE), {})
+    assert settings is not None, why_not
+    return settings
+
+
+def stage_of(settings: GenerationSettings, cases: list[GoldenCase], outputs: dict[str, TargetOutput], cache: JudgeCache,
+             judge: RunJudge, paired: Any = ()) -> dict[str, Any]:
+    """A real generation_stage with the simulated engine (through the context's engine factory)."""
+    ctx = StageContext(cases, outputs, cache, judge=judge_settings(), engines=judge.factory)
+    return dict(generation_stage(settings, ctx, paired))
 
 
 def golden(n: int) -> list[GoldenCase]:
@@ -292,6 +314,7 @@ def trial(world: World, setting: Setting, sigma: float, index: int, folder: str,
     if case_drop is not None:
         gates["case_drop"] = case_drop
     cfg = {"metrics": ["faithfulness"], "gates": {"faithfulness": gates}, "sample": {"size": max(150, n)}}
+    settings = GenerationSettings.read(filled("$defs/generation_stage", cfg))
     run_offsets = [rng.gauss(0.0, world.run_offset) if world.run_offset else 0.0 for _ in range(WINDOW + 1)]
 
     def judge_of(weeks_ago: int, stream: str) -> RunJudge:
@@ -309,7 +332,7 @@ def trial(world: World, setting: Setting, sigma: float, index: int, folder: str,
         weeks_ago = WINDOW - run
         version = str(run) if world.reword_every_run else "0"
         base = {i: truths.write(rng, i, version, truth[i]) for i in range(n)}
-        stage = generation_stage(cfg, JUDGE, cases, outputs_of(base), cache, env={}, engine_factory=judge_of(weeks_ago, "stage").factory)
+        stage = stage_of(settings, cases, outputs_of(base), cache, judge_of(weeks_ago, "stage"))
         report = report_of(stage, weeks_ago)
         entries.append(entry_from_report(report))  # type: ignore[arg-type]
         if run == WINDOW - 1:  # the base commit's run: the baseline the PR is compared with
@@ -342,10 +365,12 @@ def trial(world: World, setting: Setting, sigma: float, index: int, folder: str,
         for rule, (base_doc, hist_docs) in docs.items():
             pr_path = path.with_name(f"{path.stem}-{rule}.sqlite")
             shutil.copyfile(path, pr_path)
-            refs = paired_runs(_Spec(cfg), base_doc, "the base commit's entry", hist_docs, text_table(base_doc, *hist_docs))  # type: ignore[arg-type]
+            loaded = Loaded(spec=_Spec(settings), cases=pr_cases, store=None, entries=hist_docs, baseline=base_doc,  # type: ignore[arg-type]
+                            source="the base commit's entry", deadline=NO_DEADLINE)
+            refs = paired_runs(loaded)
             judge = judge_of(0, f"pr|{scenario}|{rule}")
             with JudgeCache(pr_path) as pr_cache:
-                stage = generation_stage(cfg, JUDGE, pr_cases, outputs, pr_cache, env={}, engine_factory=judge.factory, references=refs)
+                stage = stage_of(settings, pr_cases, outputs, pr_cache, judge, refs)
             pr_path.unlink()
             decision = decide_gates("generation", stage, cfg["gates"], CompareWith(baseline=base_doc["stages"]["generation"],
                                                                                      history=hist_docs))[0]  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ recall@10, precision@5 (and hit_rate@5 = success_5) equal pytrec_eval's to 1e-9.
 
     python bench/bench_vs_trec.py [--cases 10000] [--docs 20] [--repeat 5] [--profile]
 
---profile: cProfile of rag-gate's run in this process (gate.cli.main with the same arguments), top 20 by own time.
+--profile: cProfile of rag-gate's run in this process (gate.cli.main.main with the same arguments), top 20 by own time.
 Exit status 1 if a mean differs by more than 1e-9; 2 if pytrec_eval is not installed.
 """
 
@@ -139,7 +139,7 @@ def timed(cmd: list[str], cwd: Path) -> float:
 
 
 def profile(folder: Path, argv: list[str], top: int = 20) -> str:
-    from gate.cli import main
+    from gate.cli.main import main
 
     prof = cProfile.Profile()
     with contextlib.redirect_stdout(io.StringIO()):

@@ -1,4 +1,5 @@
-"""The architecture, enforced: the pure core imports no edge, and no module of gate/ takes part in an import cycle.
+"""The architecture, enforced: the pure core imports no edge, the run package sits between the stages and the
+commands, no module of gate/ takes part in an import cycle, and modules and functions stay small.
 
 The rules, read from the source with ``ast`` (every import counts: module level, inside functions, under
 TYPE_CHECKING; and a module depends on the package it lives in, whose ``__init__`` runs first):
@@ -8,7 +9,13 @@ TYPE_CHECKING; and a module depends on the package it lives in, whose ``__init__
   sqlite3, urllib.request, http.client, shutil, io...); it never calls open(), print(), input(), nor a clock (``.now()``,
   ``.utcnow()``, ``.today()``, ``time()``).
 * ``gate.render`` (reports rendered to strings) follows the same rules, and may import ``gate.core``.
+* ``gate.run`` (one run: load, ask, measure, evaluate, shards, merge, plan) imports only the layers below it:
+  ``gate.core``, ``gate.config``, ``gate.io``, ``gate.judges``, ``gate.stages``, ``gate.targets``, ``gate.deadline``
+  and the package's version; none of those imports ``gate.run``. The command line, the application and the GitHub
+  edge are above it.
 * No import cycle among the modules of ``gate``.
+* No module of ``gate`` over 400 lines (the report's type declarations excepted), no function over 60 lines, none
+  with more than 6 parameters (``self`` and ``cls`` not counted); the exceptions are listed by name with the reason.
 
 The tests at the bottom run the checker on small made-up packages, to show that it does catch each kind of breach.
 """
@@ -24,6 +31,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PURE = {"gate.core": ("gate.core",), "gate.render": ("gate.core", "gate.render")}
+RUN = "gate.run"
+RUN_MAY_IMPORT = ("gate", "gate.core", "gate.config", "gate.io", "gate.judges", "gate.stages", "gate.targets", "gate.deadline", RUN)
+BELOW_RUN = ("gate.core", "gate.config", "gate.io", "gate.judges", "gate.stages", "gate.targets", "gate.render", "gate.deadline")
+MAX_MODULE_LINES, MAX_FUNCTION_LINES, MAX_PARAMETERS = 400, 60, 6
+LONG_MODULES = {"gate/core/report.py": "the report's type declarations: one TypedDict per shape report.schema.json holds"}
+LONG_FUNCTIONS: dict[str, str] = {}  # "path:function" -> why it may be longer
+MANY_PARAMETERS: dict[str, str] = {}  # "path:function" -> why it may take more
 FORBIDDEN_STDLIB = {"os", "sys", "time", "socket", "subprocess", "threading", "asyncio", "pathlib", "tempfile", "logging",
                     "sqlite3", "urllib.request", "http.client", "http.server", "shutil", "io", "multiprocessing", "concurrent",
                     "select", "signal", "ssl", "socketserver", "smtplib", "ftplib", "webbrowser"}
@@ -161,6 +175,63 @@ def cycles(g: dict[str, list[Import]]) -> list[list[str]]:
     return found
 
 
+def _within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def run_package_violations(root: Path, package: str) -> list[str]:
+    """Each import that breaks the run package's place: gate.run importing above itself (the command line, the
+    application, the GitHub edge, the renderers), or a layer below importing gate.run."""
+    known = modules(root, package)
+    out: list[str] = []
+    for name, path in known.items():
+        for imp in imports_of(path, name, known):
+            if imp.line == 0 or not imp.target.startswith(package):
+                continue
+            if _within(name, (RUN,)) and not (imp.target == package or _within(imp.target, RUN_MAY_IMPORT[1:])):
+                out.append(f"{name}:{imp.line}: imports {imp.target} (the run package may import only {', '.join(RUN_MAY_IMPORT[1:])})")
+            elif _within(name, BELOW_RUN) and _within(imp.target, (RUN,)):
+                out.append(f"{name}:{imp.line}: imports {imp.target} (a layer below the run package)")
+    return out
+
+
+@dataclass(frozen=True)
+class Function:
+    where: str  # "gate/path.py:name"
+    lines: int
+    parameters: int
+
+
+def functions(root: Path, package: str) -> list[Function]:
+    """Every function and method of the package, with its length in lines and its parameters (self, cls not counted;
+    *args and **kwargs count one each)."""
+    out = []
+    for path in sorted((root / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                named = [x for x in [*a.posonlyargs, *a.args, *a.kwonlyargs] if x.arg not in ("self", "cls")]
+                count = len(named) + (a.vararg is not None) + (a.kwarg is not None)
+                out.append(Function(f"{path.relative_to(root).as_posix()}:{node.name}", node.end_lineno - node.lineno + 1, count))
+    return out
+
+
+def size_violations(root: Path, package: str) -> list[str]:
+    """Modules, functions and parameter lists over the limits, less the exceptions named above."""
+    out = []
+    for path in sorted((root / package).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        if n > MAX_MODULE_LINES and rel not in LONG_MODULES:
+            out.append(f"{rel}: {n} lines (at most {MAX_MODULE_LINES}): split it")
+    for f in functions(root, package):
+        if f.lines > MAX_FUNCTION_LINES and f.where not in LONG_FUNCTIONS:
+            out.append(f"{f.where}: {f.lines} lines (at most {MAX_FUNCTION_LINES})")
+        if f.parameters > MAX_PARAMETERS and f.where not in MANY_PARAMETERS:
+            out.append(f"{f.where}: {f.parameters} parameters (at most {MAX_PARAMETERS}): bundle what travels together")
+    return out
+
+
 # --------------------------------------------------------------------------- the rules, on gate/
 
 
@@ -172,9 +243,29 @@ def test_no_module_of_gate_takes_part_in_an_import_cycle():
     assert cycles(graph(ROOT, "gate")) == []
 
 
+def test_the_run_package_sits_between_the_stages_and_the_commands():
+    assert run_package_violations(ROOT, "gate") == []
+
+
+def test_modules_functions_and_parameter_lists_stay_small():
+    assert size_violations(ROOT, "gate") == []
+
+
+def test_the_size_exceptions_still_name_something_that_needs_them():
+    """An exception that is no longer needed (the function was split, the module shrank) is struck from the list."""
+    sized = {f.where: f for f in functions(ROOT, "gate")}
+    for where in LONG_FUNCTIONS:
+        assert where in sized and sized[where].lines > MAX_FUNCTION_LINES, where
+    for where in MANY_PARAMETERS:
+        assert where in sized and sized[where].parameters > MAX_PARAMETERS, where
+    for rel in LONG_MODULES:
+        assert len((ROOT / rel).read_text(encoding="utf-8").splitlines()) > MAX_MODULE_LINES, rel
+
+
 def test_the_layers_exist_and_are_checked():
     names = set(modules(ROOT, "gate"))
-    for layer in ("gate.core", "gate.render", "gate.stages", "gate.config", "gate.io", "gate.github", "gate.judges", "gate.targets"):
+    for layer in ("gate.core", "gate.render", "gate.stages", "gate.config", "gate.io", "gate.github", "gate.judges", "gate.targets",
+                  "gate.run", "gate.cli"):
         assert layer in names, layer
     assert len([n for n in names if n.startswith("gate.core.")]) >= 10
 
@@ -250,3 +341,31 @@ def test_checker_flags_a_package_that_imports_its_own_submodule(tmp_path):
 def test_checker_sees_no_cycle_in_a_chain(tmp_path):
     root = make_package(tmp_path, {"gate/a.py": "from gate import b\n", "gate/b.py": "from gate import c\n", "gate/c.py": "X = 1\n"})
     assert cycles(graph(root, "gate")) == []
+
+
+def test_checker_flags_the_run_package_reaching_up_and_a_stage_reaching_into_it(tmp_path):
+    root = make_package(tmp_path, {
+        "gate/run/flow.py": "from gate.stages import s\nfrom gate.cli.main import main\n",
+        "gate/run/ok.py": "from gate.core import c\nfrom gate.config import spec\nfrom gate import __version__\n",
+        "gate/stages/s.py": "def f():\n    from gate.run.flow import x\n",
+        "gate/cli/main.py": "from gate.run.flow import run\n",  # the command line calls the run: fine
+        "gate/core/c.py": "", "gate/config/spec.py": "",
+    })
+    found = run_package_violations(root, "gate")
+    assert any(v.startswith("gate.run.flow:2: imports gate.cli.main") for v in found), found
+    assert any(v.startswith("gate.stages.s:2: imports gate.run.flow") for v in found), found
+    assert not any(v.startswith(("gate.run.ok", "gate.cli")) for v in found), found
+
+
+def test_checker_measures_functions_and_modules(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(61))
+    root = make_package(tmp_path, {
+        "gate/long.py": "def long():\n" + body,
+        "gate/params.py": "class C:\n    def m(self, a, b, c, d, e, f, g=1): ...\n\ndef ok(a, b, c, d, e, *rest): ...\n",
+        "gate/big.py": "X = 1\n" * 401,
+    })
+    found = size_violations(root, "gate")
+    assert "gate/long.py:long: 62 lines (at most 60)" in found
+    assert any(v.startswith("gate/params.py:m: 7 parameters") for v in found)
+    assert not any("gate/params.py:ok" in v for v in found)
+    assert any(v.startswith("gate/big.py: 401 lines") for v in found)

@@ -30,7 +30,7 @@ from gate.core.ranking import CaseScorer, aggregate, dedupe, first_ranks
 from gate.io import jsonparse
 from gate.io.jsonparse import BadJSON, parse, strict
 from gate.io.reports import _NOT_FINITE, COMPACT_ABOVE, SELF_CHECK, fast_compact_json, report_json
-from gate.pipeline import gc_paused
+from gate.run.flow import gc_paused
 from gate.targets import results as results_module
 from gate.targets.results import ResultsFileTarget
 
@@ -187,7 +187,7 @@ def read_target(path: Path, texts: bool, fast: bool, monkeypatch: pytest.MonkeyP
         if not fast:
             m.setattr(results_module, "fast_as", lambda *_, **__: None)
         try:
-            target = ResultsFileTarget(path, GOLDEN, texts=texts)
+            target = ResultsFileTarget.read(path, GOLDEN, texts=texts)
         except (InputError, InputErrors) as exc:
             errors = exc.errors if isinstance(exc, InputErrors) else [exc]
             return ("errors", [(e.message, e.file, e.line, e.key) for e in errors])
@@ -195,7 +195,7 @@ def read_target(path: Path, texts: bool, fast: bool, monkeypatch: pytest.MonkeyP
     for cid, out in target.outputs.items():
         docs = [(d.id, d.score, type(d.score).__name__) + ((d.text,) if texts else ()) for d in out.retrieved]
         outputs[cid] = (docs, out.answer, out.contexts if texts else None, repr(out.latency_ms), out.error, out.usage)
-    return ("outputs", outputs, target.unmatched, target.noise)
+    return ("outputs", outputs, target.unmatched, target.precomputed_noise)
 
 
 @pytest.mark.parametrize("texts", [True, False])
@@ -218,7 +218,7 @@ def test_an_ordinary_line_is_decoded_fast_and_a_texts_free_run_keeps_no_text(tmp
     path.write_text("".join(json.dumps({"id": f"q{i}", "retrieved": [{"id": "d1", "text": "one", "score": 0.9}, {"id": "d2", "text": "two"}],
                                         "answer": "a", "latency_ms": 5}) + "\n" for i in range(12)), encoding="utf-8")
     monkeypatch.setattr(results_module, "parse_line", lambda *_: pytest.fail("an ordinary line went the dict path"))
-    with_texts, without = ResultsFileTarget(path, GOLDEN), ResultsFileTarget(path, GOLDEN, texts=False)
+    with_texts, without = ResultsFileTarget.read(path, GOLDEN), ResultsFileTarget.read(path, GOLDEN, texts=False)
     assert [(d.id, d.text, d.score) for d in with_texts.outputs["q3"].retrieved] == [("d1", "one", 0.9), ("d2", "two", None)]
     assert with_texts.outputs["q3"].contexts == ["one", "two"]
     assert [(d.id, d.text, d.score) for d in without.outputs["q3"].retrieved] == [("d1", None, 0.9), ("d2", None, None)]

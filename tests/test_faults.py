@@ -54,7 +54,7 @@ BOMB = "version: 1\n" + "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n
 
 PEAK_MEMORY = """\
 import sys
-from gate.cli import main
+from gate.cli.main import main
 try:
     code = main(sys.argv[2:])
 finally:  # VmHWM: this process's own peak resident memory (ru_maxrss would include the parent's, copied at fork)
@@ -369,7 +369,7 @@ class Block(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in ("ragas", "deepeval", "instructor"):
             raise ModuleNotFoundError(f"No module named {name!r}")
 sys.meta_path.insert(0, Block())
-from gate.cli import main
+from gate.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

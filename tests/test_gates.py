@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gate.core.gates import GateDecision, decide, stage_status
+from gate.core.gates import Gated, GateDecision, decide, stage_status
 
 UP, DOWN = True, False  # higher is better / lower is better
 
@@ -71,7 +71,7 @@ TABLE = [
     "gate, value, baseline, hib, mismatch, expected, checks", [r[1:] for r in TABLE], ids=[r[0] for r in TABLE]
 )
 def test_decide_table(gate, value, baseline, hib, mismatch, expected, checks):
-    d = decide("retrieval", "m", gate, value, baseline, higher_is_better=hib, mismatch=mismatch)
+    d = decide(Gated("retrieval", "m", hib), gate, value, baseline, mismatch=mismatch)
     assert isinstance(d, GateDecision)
     assert d.status == expected
     assert (d.stage, d.metric, d.value, d.baseline, d.higher_is_better) == ("retrieval", "m", value, baseline, hib)
@@ -92,7 +92,7 @@ def test_decide_table(gate, value, baseline, hib, mismatch, expected, checks):
 def test_decision_to_dict_is_json_ready():
     import json
 
-    d = decide("retrieval", "hit_rate@5", {"min": 0.8, "max_drop": "3%"}, 0.7, 0.9)
+    d = decide(Gated("retrieval", "hit_rate@5"), {"min": 0.8, "max_drop": "3%"}, 0.7, 0.9)
     out = json.loads(json.dumps(d.to_dict()))
     assert out["metric"] == "hit_rate@5" and out["status"] == "fail"
     assert out["rule"] == "min 0.8, max_drop 3%"
@@ -101,13 +101,13 @@ def test_decision_to_dict_is_json_ready():
 
 
 def test_relative_drop_detail_states_the_allowed_points():
-    d = decide("retrieval", "mrr", {"max_drop": "10%"}, 0.5, 0.6)
+    d = decide(Gated("retrieval", "mrr"), {"max_drop": "10%"}, 0.5, 0.6)
     assert d.status == "fail"
     assert "10%" in d.reason and "0.06" in d.reason  # 10 % of 0.6
 
 
 def test_lower_is_better_detail_says_rise():
-    d = decide("retrieval", "p95_latency_ms", {"max_drop": 10}, 130.0, 100.0, higher_is_better=False)
+    d = decide(Gated("retrieval", "p95_latency_ms", False), {"max_drop": 10}, 130.0, 100.0)
     assert d.status == "fail"
     assert "rise" in d.reason
 
@@ -133,9 +133,9 @@ def test_stage_status(statuses, expected):
 
 
 def test_stage_status_from_real_decisions():
-    only_skipped = decide("retrieval", "mrr", {"max_drop": 0.03}, 0.5, None)
-    failing = decide("retrieval", "hit_rate@5", {"min": 0.9}, 0.5, None)
-    errored = decide("retrieval", "ndcg", {"min": 0.9}, None, None)
+    only_skipped = decide(Gated("retrieval", "mrr"), {"max_drop": 0.03}, 0.5, None)
+    failing = decide(Gated("retrieval", "hit_rate@5"), {"min": 0.9}, 0.5, None)
+    errored = decide(Gated("retrieval", "ndcg"), {"min": 0.9}, None, None)
     assert stage_status([only_skipped]) == "pass"
     assert stage_status([only_skipped, failing]) == "fail"
     assert stage_status([only_skipped, failing, errored]) == "error"

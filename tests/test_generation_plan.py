@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from gate.config.loader import filled
 from gate.core.catalog import DEEPEVAL_METRICS, RAGAS_METRICS, EngineMetric, engine_metrics
 from gate.core.errors import EXIT_INPUT, EXIT_PASS
-from gate.judges import JudgeSettings
+from gate.judges import JudgeSettings, resolve_judge
 from gate.judges.models import is_floating_model
-from gate.stages.judging import judge_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 CITES = "The answer names the document it relies on."
@@ -94,22 +94,27 @@ def test_unknown_metric_message_lists_every_known_metric():
         assert known in str(info.value)
 
 
-# --------------------------------------------------------------------------- judge_settings
+# --------------------------------------------------------------------------- resolve_judge
 
 
 JUDGE = {"base_url": "http://127.0.0.1:9/v1", "model": "gpt-4o-2024-11-20", "api_key_env": "JUDGE_KEY"}
+
+
+def judge_settings(block, env):
+    """The judge block as the loader fills it (the schema's defaults), resolved."""
+    return resolve_judge(filled("properties/judge", block), env)
 
 
 @pytest.mark.parametrize("env", [{}, {"JUDGE_KEY": ""}, {"OTHER": "x"}], ids=["unset", "empty", "other variable"])
 def test_judge_settings_without_the_key_says_which_variable(env):
     settings, reason = judge_settings(JUDGE, env)
     assert settings is None
-    assert reason is not None and "JUDGE_KEY" in reason
+    assert "JUDGE_KEY" in reason
 
 
 def test_judge_settings_with_the_key():
     settings, reason = judge_settings({**JUDGE, "temperature": 0, "concurrency": 4, "max_judge_calls": 100}, {"JUDGE_KEY": "sk-test"})
-    assert reason is None
+    assert reason == ""
     assert isinstance(settings, JudgeSettings)
     assert settings.api_key == "sk-test"
     assert (settings.base_url, settings.model) == (JUDGE["base_url"], JUDGE["model"])
@@ -118,7 +123,7 @@ def test_judge_settings_with_the_key():
 
 def test_judge_settings_without_api_key_env_needs_no_key():
     settings, reason = judge_settings({"base_url": "http://127.0.0.1:9/v1", "model": "m-2024-01-01"}, {})
-    assert reason is None and settings is not None
+    assert reason == "" and settings is not None
     assert settings.api_key is None
     # defaults as the issue fixes them: temperature 0 (and actually sent), shared limit 16
     assert settings.temperature == 0.0 and settings.concurrency == 16 and settings.max_retries == 3

@@ -20,7 +20,7 @@ import requests
 from gate.core.errors import InputError, RunError
 from gate.core.records import baseline_entry
 from gate.core.report import SCHEMA_VERSION
-from gate.github.client import Conflict, GitHubClient, GitHubError, NotFound, PermissionDenied
+from gate.github.client import Conflict, GitHubClient, GitHubError, NotFound, PermissionDenied, Retrying
 from gate.github.history import RepoHistoryStore
 from gate.render.markdown import marker
 from tests.github_server import (
@@ -54,7 +54,7 @@ def sleeps() -> list[float]:
 
 @pytest.fixture
 def client(gh, sleeps):
-    with GitHubClient(gh.api_url, WRITE_TOKEN, gh.repo, sleep=sleeps.append) as c:
+    with GitHubClient(gh.api_url, WRITE_TOKEN, gh.repo, retrying=Retrying(sleep=sleeps.append)) as c:
         yield c
 
 
@@ -180,7 +180,7 @@ def test_enterprise_server_prefix_and_pagination_under_it(sleeps):
     with GitHubServer(prefix="/api/v3") as gh:
         for i in range(150):
             gh.add_comment(PR, body("old") if i == 149 else f"c{i}", login=BOT if i == 149 else "octocat")
-        c = GitHubClient(gh.api_url + "/", WRITE_TOKEN, gh.repo, sleep=sleeps.append)
+        c = GitHubClient(gh.api_url + "/", WRITE_TOKEN, gh.repo, retrying=Retrying(sleep=sleeps.append))
         assert c.upsert_comment(PR, body("new"), MARK)[1] == "updated"
         assert gh.comments(PR)[-1]["body"] == body("new")
         assert gh.count(method="GET", status=200) == 2  # two pages, both under /api/v3
@@ -191,7 +191,7 @@ def test_enterprise_server_prefix_and_pagination_under_it(sleeps):
 
 def test_read_only_token_cannot_comment_and_says_so(gh, sleeps):
     gh.add_comment(PR, body("old"), login=BOT)
-    ro = GitHubClient(gh.api_url, READ_TOKEN, gh.repo, sleep=sleeps.append)
+    ro = GitHubClient(gh.api_url, READ_TOKEN, gh.repo, retrying=Retrying(sleep=sleeps.append))
     assert ro.find_comment(PR, MARK) is not None  # reading is allowed
     with pytest.raises(PermissionDenied) as err:
         ro.upsert_comment(PR, body("new"), MARK)
@@ -206,7 +206,7 @@ def test_read_only_token_cannot_comment_and_says_so(gh, sleeps):
 
 
 def test_read_only_token_cannot_record_history(gh, sleeps):
-    ro = GitHubClient(gh.api_url, READ_TOKEN, gh.repo, sleep=sleeps.append)
+    ro = GitHubClient(gh.api_url, READ_TOKEN, gh.repo, retrying=Retrying(sleep=sleeps.append))
     with pytest.raises(PermissionDenied, match="cannot write to"):
         RepoHistoryStore(ro).append(entry(1))
     assert gh.branch_sha("rag-gate-history") is None
@@ -214,7 +214,7 @@ def test_read_only_token_cannot_record_history(gh, sleeps):
 
 @pytest.mark.parametrize(("token", "said"), [("ghp_NotAKnownToken1234567890", "Bad credentials"), ("", "Requires authentication")])
 def test_unknown_or_missing_token_is_401_not_a_permission_problem(gh, sleeps, token, said):
-    c = GitHubClient(gh.api_url, token, gh.repo, sleep=sleeps.append)
+    c = GitHubClient(gh.api_url, token, gh.repo, retrying=Retrying(sleep=sleeps.append))
     with pytest.raises(GitHubError) as err:
         c.find_comment(PR, MARK)
     assert err.value.status == 401 and not isinstance(err.value, PermissionDenied)
@@ -340,7 +340,7 @@ def test_the_fake_returns_base64_in_60_character_lines_like_github(gh, client):
 
 def test_a_file_over_githubs_1mb_inline_limit_is_read_raw(sleeps):
     with GitHubServer(large_file_limit=100) as gh:
-        c = GitHubClient(gh.api_url, WRITE_TOKEN, gh.repo, sleep=sleeps.append)
+        c = GitHubClient(gh.api_url, WRITE_TOKEN, gh.repo, retrying=Retrying(sleep=sleeps.append))
         text = "".join(f"{i}\n" for i in range(200))
         sha = c.write_file("big.jsonl", "main", text, None, "add")
         assert c.read_file("big.jsonl", "main") == (text, sha)
@@ -559,8 +559,8 @@ def test_baseline_entry(entries, base, ancestors, want, words):
 
 def test_the_token_never_appears_in_errors_logs_or_what_the_server_recorded(gh, sleeps, caplog):
     texts: list[str] = []
-    write = GitHubClient(gh.api_url, WRITE_TOKEN, gh.repo, sleep=sleeps.append)
-    read = GitHubClient(gh.api_url, READ_TOKEN, gh.repo, sleep=sleeps.append)
+    write = GitHubClient(gh.api_url, WRITE_TOKEN, gh.repo, retrying=Retrying(sleep=sleeps.append))
+    read = GitHubClient(gh.api_url, READ_TOKEN, gh.repo, retrying=Retrying(sleep=sleeps.append))
     gh.inject(status(403, {"message": "Forbidden"}, echo_auth=True), method="POST")  # a proxy that echoes the header
     gh.inject(status(500, {"message": "Oops"}, echo_auth=True), times=99, method="DELETE")
     attempts = [
@@ -569,7 +569,7 @@ def test_the_token_never_appears_in_errors_logs_or_what_the_server_recorded(gh, 
         lambda: read.upsert_comment(PR, body("x"), MARK),
         lambda: RepoHistoryStore(read).append(entry(1)),
         lambda: write.write_file("a", "main", "x", "0" * 40, "m") and write.write_file("a", "main", "y", "0" * 40, "m"),
-        lambda: GitHubClient("http://127.0.0.1:9", WRITE_TOKEN, gh.repo, sleep=sleeps.append, max_retries=0).find_comment(PR, MARK),
+        lambda: GitHubClient("http://127.0.0.1:9", WRITE_TOKEN, gh.repo, retrying=Retrying(max_retries=0, sleep=sleeps.append)).find_comment(PR, MARK),
     ]
     with caplog.at_level(logging.DEBUG):
         for attempt in attempts:

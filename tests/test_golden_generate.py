@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gate.goldengen import allocate
+from gate.cli.generate import allocate
 from gate.io.golden import load_golden_set
 from tests.judge_server import JudgeServer
 

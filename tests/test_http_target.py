@@ -20,9 +20,10 @@ import yaml
 from gate.config.loader import load_spec
 from gate.core.errors import RunError
 from gate.core.model import GoldenCase
-from gate.pipeline import run
+from gate.run.flow import run
 from gate.targets.factory import make_target
 from gate.targets.http import HttpTarget
+from tests.support.settings import http
 
 try:
     from tests.servers import (
@@ -77,7 +78,7 @@ def case(question: str = "What is the loan period?", cid: str = "c1", relevant: 
 
 
 def target(srv: RagServer, sleeps: Sleeps | None = None, **cfg: Any) -> HttpTarget:
-    return HttpTarget({"url": srv.url, "retries": 3, "backoff_s": 0.5, "timeout_s": 5, **cfg}, sleep=sleeps or Sleeps())
+    return HttpTarget(http(srv.url, **{"retries": 3, "backoff_s": 0.5, "timeout_s": 5, **cfg}), sleep=sleeps or Sleeps())
 
 
 Q = "What is the loan period?"

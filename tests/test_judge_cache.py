@@ -12,7 +12,8 @@ import pytest
 
 from gate.core.errors import EXIT_INPUT, InputError
 from gate.judges import JudgeInput
-from gate.judges.cache import CacheStats, JudgeCache, NullCache, cache_key, text_cache_key
+from gate.judges.cache import CacheStats, JudgeCache, NullCache
+from gate.judges.keys import ScoreSource, cache_key, text_cache_key
 
 SPAWN = multiprocessing.get_context("spawn")  # children build their own connections from scratch
 JOIN_TIMEOUT_S = 120  # a hang guard only: the tests assert results, never durations
@@ -34,7 +35,9 @@ def _raw(path: Path) -> contextlib.closing[sqlite3.Connection]:
 
 
 def _key(**changes) -> str:
-    return cache_key(**{**BASE, **changes})
+    fields = {**BASE, **changes}
+    item = fields.pop("item")
+    return cache_key(ScoreSource(**fields), item)
 
 
 def _item(**changes) -> JudgeInput:
@@ -102,7 +105,8 @@ def test_temperature_must_be_finite():
 
 def test_key_is_the_same_for_both_caches(tmp_path):
     with JudgeCache(tmp_path / "c.sqlite") as cache:
-        assert cache.key(**BASE) == NullCache().key(**BASE) == _key()
+        source = ScoreSource(**{k: v for k, v in BASE.items() if k != "item"})
+        assert cache.key(source, BASE["item"]) == NullCache().key(source, BASE["item"]) == _key()
 
 
 # --- values ---

@@ -376,7 +376,7 @@ def test_needs_and_missing_inputs() -> None:
                 await ragas.score("answer_relevancy", GOOD)
             with pytest.raises(JudgeError, match="faithfulness needs contexts"):
                 await deepeval.score("faithfulness", JudgeInput("q?", "An answer."))
-            with pytest.raises(JudgeError, match="context_recall needs reference"):
+            with pytest.raises(JudgeError, match="context_recall needs ground_truth"):
                 await ragas.score("context_recall", JudgeInput("q?", "An answer.", ("A context.",)))
             with pytest.raises(JudgeError, match="does not compute 'bleu'"):
                 ragas.needs("bleu")

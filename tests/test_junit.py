@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from lxml import etree
 
-from gate.app import Outputs, run_and_write
-from gate.pipeline import RunOptions
+from gate.app import Destinations, run_and_write
 from gate.render.junit import render_junit, xml_safe
+from gate.run.options import RunOptions
 from tests.conftest import JUNIT_XSD, junit_problem
 
 GOLD = Path(__file__).parent / "gold"
@@ -122,7 +122,7 @@ def test_a_target_error_with_control_characters_reaches_a_valid_file(tmp_path: P
     golden = [{"id": f"q{i}", "question": f"question {i}", "relevant_doc_ids": [f"d{i}"]} for i in range(3)]
     (tmp_path / "golden.jsonl").write_text("".join(json.dumps(c) + "\n" for c in golden))
     (tmp_path / "results.jsonl").write_text("".join(json.dumps({"id": c["id"], "error": f"{ANSI} {CONTROL}"}) + "\n" for c in golden))
-    report = run_and_write("rag-eval.yml", Outputs(junit="junit.xml"), RunOptions(), show_progress=False, quiet=True)
+    report = run_and_write("rag-eval.yml", Destinations(junit="junit.xml"), RunOptions(), show_progress=False, quiet=True)
     assert report["verdict"] == "error"
     data = (tmp_path / "junit.xml").read_bytes()
     doc = etree.fromstring(data)

@@ -31,6 +31,7 @@ from gate.core.catalog import HEALTH_METRICS, MetricName, higher_is_better, pars
 from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput  # noqa: E402
 from gate.core.ranking import CaseScorer, aggregate, dedupe, health_metrics, percentile  # noqa: E402
 from gate.stages.retrieval import retrieval_stage  # noqa: E402
+from tests.support.settings import retrieval  # noqa: E402
 
 SEED = 20241130
 N_QUERIES = 300
@@ -165,7 +166,7 @@ def test_retrieval_stage_means_equal_trec_eval(graded):
     cases = [GoldenCase(id=q, question=f"question {q}", line=i + 1, relevant=rel) for i, (q, rel, _) in enumerate(data["cases"])]
     outputs = {q: TargetOutput(case_id=q, retrieved=[RetrievedDoc(d) for d in run]) for q, _, run in data["cases"]}
     metrics = [parse_metric(n) for n in METRIC_NAMES]
-    stage = retrieval_stage(cases, outputs, metrics, {})
+    stage = retrieval_stage(retrieval(list(METRIC_NAMES)), cases, outputs)
     assert stage["n"] == N_QUERIES
     for metric in metrics:
         trec_sum = sum(v for q, _, _ in data["cases"] if (v := trec_value(data, q, metric)) is not None)
@@ -187,7 +188,7 @@ def test_the_two_documented_differences_in_the_averages():
                "q2": TargetOutput(case_id="q2", retrieved=[RetrievedDoc("x"), RetrievedDoc("b")]),
                "q3": TargetOutput(case_id="q3", retrieved=[RetrievedDoc("z")]),
                "q4": TargetOutput(case_id="q4", error="timeout")}
-    stage = retrieval_stage(cases, outputs, [parse_metric("mrr")], {})
+    stage = retrieval_stage(retrieval(["mrr"]), cases, outputs)
     assert stage["n"] == 2 and stage["errored"] == 1 and stage["excluded"] == {"out_of_scope": 1}
     assert stage["metrics"]["mrr"] == pytest.approx(0.75)  # (1 + 1/2) / 2
     assert trec_mean == pytest.approx(0.5) and trec_c_mean == pytest.approx(0.375)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gate.app import Progress
 from gate.core.model import TargetOutput
+from gate.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart"

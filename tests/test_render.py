@@ -20,10 +20,11 @@ import pytest
 from gate.config.loader import load_spec
 from gate.core.records import baseline_from_report
 from gate.io.golden import load_golden_set
-from gate.pipeline import RunFacts, evaluate
 from gate.render.console import render_console
 from gate.render.junit import render_junit
 from gate.render.markdown import cell, code, marker, render_comment
+from gate.run.context import RunFacts
+from gate.run.evaluate import evaluate
 from gate.targets.results import ResultsFileTarget
 
 GOLD = Path(__file__).parent / "gold"
@@ -78,7 +79,7 @@ def _report(tmp: Path, results: dict[str, list[str] | None], baseline: dict | No
     _write_run(tmp, results)
     spec = load_spec(Path("rag-eval.yml"))
     cases = load_golden_set(spec.golden_set_path)
-    target = ResultsFileTarget(spec.resolve("results.jsonl"), cases)
+    target = ResultsFileTarget.read(spec.resolve("results.jsonl"), cases)
     outputs = {c.id: target.ask(c, spec.target_k) for c in cases}
     # a fixed clock, so the baseline's age renders the same
     context = RunFacts(created_at="2026-11-29T10:00:00+00:00", duration_s=0.5, baseline=baseline, target_kind="results")

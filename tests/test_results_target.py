@@ -1,4 +1,4 @@
-"""The results-file target (a JSONL file the user's own step wrote), through gate.pipeline.run and the CLI."""
+"""The results-file target (a JSONL file the user's own step wrote), through gate.run.flow.run and the CLI."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import yaml
 from gate.core.cases import derive_id
 from gate.core.errors import InputError
 from gate.io.golden import load_golden_set
-from gate.pipeline import run
+from gate.run.flow import run
 from gate.targets.results import ResultsFileTarget
 
 GOLDEN = [
@@ -143,7 +143,7 @@ def test_lines_for_unknown_cases_are_ignored_and_counted(tmp_path: Path) -> None
     assert report["target"]["errors"] == 0
     assert report["target"]["notes"] == ["2 lines of the results file match no golden case (first at line 2)"]
 
-    target = ResultsFileTarget(tmp_path / "results.jsonl", load_golden_set(tmp_path / "golden.jsonl"))
+    target = ResultsFileTarget.read(tmp_path / "results.jsonl", load_golden_set(tmp_path / "golden.jsonl"))
     assert target.unmatched == [2, 5]
     assert set(target.outputs) == {"c1", "c2", "c3", "c4"}
 

@@ -7,10 +7,12 @@ import pytest
 from gate.core.cases import groups
 from gate.core.catalog import parse_metric
 from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
-from gate.core.ranking import id_mapper, map_relevant
+from gate.core.ranking import map_relevant
 from gate.stages.retrieval import retrieval_stage
+from tests.support.settings import match, retrieval
 
-METRICS = [parse_metric(m) for m in ("hit_rate@1", "recall@2", "mrr", "context_recall@2")]
+NAMES = ["hit_rate@1", "recall@2", "mrr", "context_recall@2"]
+METRICS = [parse_metric(m) for m in NAMES]
 
 
 def case(cid: str, relevant: dict[str, int] | None = None, ctype: str = "answerable", **kw) -> GoldenCase:
@@ -27,24 +29,24 @@ def out(cid: str, ids: list[str], latency: float = 10.0, error: str | None = Non
      ("document", "a#b#c", "a")],
 )
 def test_id_mapper(level: str, raw: str, expected: str) -> None:
-    assert id_mapper({"level": level, "separator": "#"})(raw) == expected
+    assert match(level=level, separator="#").to_id()(raw) == expected
 
 
 def test_document_level_keeps_best_grade() -> None:
-    to_doc = id_mapper({"level": "document", "separator": "#"})
+    to_doc = match(level="document", separator="#").to_id()
     assert map_relevant({"p#1": 1, "p#2": 3, "q#1": 2}, to_doc) == {"p": 3, "q": 2}
 
 
 def test_document_level_matching_changes_the_score() -> None:
     cases = [case("a", {"policy#chunk_7": 1})]
     outputs = {"a": out("a", ["policy#chunk_2", "other#chunk_1"])}
-    exact = retrieval_stage(cases, outputs, METRICS, {"level": "exact"})
-    doc = retrieval_stage(cases, outputs, METRICS, {"level": "document", "separator": "#"})
+    exact = retrieval_stage(retrieval(NAMES, match={"level": "exact"}), cases, outputs)
+    doc = retrieval_stage(retrieval(NAMES, match={"level": "document", "separator": "#"}), cases, outputs)
     assert exact["metrics"]["hit_rate@1"] == 0.0
     assert doc["metrics"]["hit_rate@1"] == 1.0
     # two chunks of one document count once (repeated ids dropped after mapping)
     outputs = {"a": out("a", ["x#1", "x#2", "policy#chunk_1"])}
-    assert retrieval_stage(cases, outputs, METRICS, {"level": "document"})["metrics"]["recall@2"] == 1.0
+    assert retrieval_stage(retrieval(NAMES, match={"level": "document"}), cases, outputs)["metrics"]["recall@2"] == 1.0
 
 
 def test_only_answerable_scored_and_errors_left_out() -> None:
@@ -62,7 +64,7 @@ def test_only_answerable_scored_and_errors_left_out() -> None:
         "oos": out("oos", ["d1"], latency=20),
         "adv": out("adv", ["d9"], latency=40),
     }
-    stage = retrieval_stage(cases, outputs, METRICS, {}, groups(cases))
+    stage = retrieval_stage(retrieval(NAMES), cases, outputs, groups(cases))
     assert stage["n"] == 2 and stage["errored"] == 1
     assert stage["excluded"] == {"out_of_scope": 1, "adversarial": 1}
     m = stage["metrics"]
@@ -83,6 +85,6 @@ def test_only_answerable_scored_and_errors_left_out() -> None:
 
 def test_no_scored_case_marks_metrics_not_evaluated() -> None:
     cases = [case("a", {"d1": 1})]
-    stage = retrieval_stage(cases, {"a": out("a", [], error="boom")}, METRICS, {})
+    stage = retrieval_stage(retrieval(NAMES), cases, {"a": out("a", [], error="boom")})
     assert "hit_rate@1" not in stage["metrics"]
     assert set(stage["not_evaluated"]) == {m.name for m in METRICS}

@@ -28,6 +28,7 @@ from gate.io.golden import load_distractor_file
 from gate.render.markdown import render_comment
 from gate.stages.noise import corpus_candidates, inject, pick_corpus_distractors
 from gate.targets.http import HttpTarget
+from tests.support.settings import http, match, rejection
 
 try:
     from tests.servers import RagServer, reply, response, status
@@ -128,23 +129,23 @@ def _random_case(seed: int) -> tuple[GoldenCase, list[str], dict[str, str], int,
     contexts = [pool[i] for i in rng.sample(ids, rng.randint(0, min(3, len(ids))))]
     question = " ".join(rng.choices(VOCAB, k=rng.randint(1, 8)))
     level = rng.choice(["exact", "document"])
-    match = {"level": level, "separator": sep} if level == "document" else {"level": "exact"}
-    return case("c", question, relevant=relevant), contexts, pool, rng.randint(1, 6), match
+    keys = {"level": level, "separator": sep} if level == "document" else {"level": "exact"}
+    return case("c", question, relevant=relevant), contexts, pool, rng.randint(1, 6), match(**keys)
 
 
 def test_pick_corpus_distractors_never_picks_a_relevant_or_own_passage_property() -> None:
     levels_seen = set()
     picked_any = 0
     for seed in range(600):
-        c, contexts, pool, k, match = _random_case(seed)
-        sep = match.get("separator", "#")
-        doc = (lambda x, sep=sep: x.split(sep, 1)[0]) if match["level"] == "document" else (lambda x: x)
+        c, contexts, pool, k, m = _random_case(seed)
+        sep = m.separator
+        doc = (lambda x, sep=sep: x.split(sep, 1)[0]) if m.level == "document" else (lambda x: x)
         relevant_docs = {doc(r) for r in c.relevant}
         eligible = {i for i, t in pool.items() if doc(i) not in relevant_docs and i not in c.relevant and t not in contexts}
 
-        got = pick_corpus_distractors(c, contexts, pool, k, match)
+        got = pick_corpus_distractors(c, contexts, pool, k, m)
         ids = [i for i, _ in got]
-        levels_seen.add(match["level"])
+        levels_seen.add(m.level)
         picked_any += bool(got)
 
         assert len(got) <= k, seed
@@ -154,7 +155,7 @@ def test_pick_corpus_distractors_never_picks_a_relevant_or_own_passage_property(
             assert pool[i] == text, seed
             assert i not in c.relevant, (seed, i)
             assert text not in contexts, (seed, i)
-            if match["level"] == "document":  # no chunk of a relevant document
+            if m.level == "document":  # no chunk of a relevant document
                 assert doc(i) not in relevant_docs, (seed, i, c.relevant)
         # the closest in words, in order: nothing left out is closer than what was picked
         scores = [_overlap(c.question, t) for _, t in got]
@@ -163,10 +164,10 @@ def test_pick_corpus_distractors_never_picks_a_relevant_or_own_passage_property(
         if got and left:
             assert max(left) <= min(scores) + 1e-12, seed
         # deterministic: same input, and the pool in another order, give the same list
-        assert pick_corpus_distractors(c, contexts, pool, k, match) == got
+        assert pick_corpus_distractors(c, contexts, pool, k, m) == got
         shuffled = list(pool.items())
         random.Random(seed).shuffle(shuffled)
-        assert pick_corpus_distractors(c, contexts, dict(shuffled), k, match) == got, seed
+        assert pick_corpus_distractors(c, contexts, dict(shuffled), k, m) == got, seed
     assert levels_seen == {"exact", "document"} and picked_any > 300
 
 
@@ -174,9 +175,9 @@ def test_document_level_excludes_every_chunk_of_a_relevant_document() -> None:
     pool = {"lending#chunk_1": "printed books loan 21 days", "lending#chunk_2": "printed books renew loan twice",
             "fines#chunk_1": "late printed books fine 25 cents", "cafe#chunk_1": "coffee and cake"}
     c = case("q1", "How long is the loan for printed books?", relevant=["lending#chunk_1"])
-    exact = [i for i, _ in pick_corpus_distractors(c, [], pool, 4, {"level": "exact"})]
+    exact = [i for i, _ in pick_corpus_distractors(c, [], pool, 4, match(level="exact"))]
     assert "lending#chunk_2" in exact and "lending#chunk_1" not in exact  # exact: only that chunk is relevant
-    doc = [i for i, _ in pick_corpus_distractors(c, [], pool, 4, {"level": "document"})]
+    doc = [i for i, _ in pick_corpus_distractors(c, [], pool, 4, match(level="document"))]
     assert doc == ["fines#chunk_1", "cafe#chunk_1"]  # document: no chunk of 'lending'
 
 
@@ -190,9 +191,9 @@ def test_pick_ranks_by_word_overlap_with_the_question() -> None:
     }
     c = case("q", "How much does colour printing cost per page?", relevant=["gold#1"])
     contexts = [pool["own#1"]]
-    assert pick_corpus_distractors(c, contexts, pool, 1, {}) == [("print#1", pool["print#1"])]
-    assert [i for i, _ in pick_corpus_distractors(c, contexts, pool, 2, {})] == ["print#1", "fines#1"]
-    assert [i for i, _ in pick_corpus_distractors(c, contexts, pool, 10, {})] == ["print#1", "fines#1", "cafe#1"]
+    assert pick_corpus_distractors(c, contexts, pool, 1, match()) == [("print#1", pool["print#1"])]
+    assert [i for i, _ in pick_corpus_distractors(c, contexts, pool, 2, match())] == ["print#1", "fines#1"]
+    assert [i for i, _ in pick_corpus_distractors(c, contexts, pool, 10, match())] == ["print#1", "fines#1", "cafe#1"]
 
 
 def test_corpus_candidates_pools_every_retrieved_text_once() -> None:
@@ -297,7 +298,7 @@ def _rejection_fixture() -> tuple[list[GoldenCase], dict[str, TargetOutput]]:
 
 def test_rejection_rates_are_over_their_own_case_types() -> None:
     cases, outputs = _rejection_fixture()
-    metrics, rows, not_eval = rejection_part({"canaries": ["RIVERBEND-INTERNAL-7731"]}, cases, outputs, {})
+    metrics, rows, not_eval = rejection_part(rejection(**{"canaries": ["RIVERBEND-INTERNAL-7731"]}), cases, outputs, {})
     assert metrics == pytest.approx({
         "rejection_rate": 1 / 2,          # o1 refused, o2 answered; o3 errored: left out
         "false_rejection_rate": 2 / 3,    # a2 (Chinese phrase) and a3 (empty) refused, a1 answered; a4 left out
@@ -320,13 +321,13 @@ def test_rejection_rates_are_over_their_own_case_types() -> None:
 def test_a_type_without_cases_is_not_evaluated_never_zero() -> None:
     cases = [case("a1"), case("a2"), case("o1", type="out_of_scope")]
     outputs = {"a1": answered("a1", "21 days."), "a2": answered("a2", "14 days."), "o1": failed("o1")}
-    metrics, rows, not_eval = rejection_part({}, cases, outputs, {})
+    metrics, rows, not_eval = rejection_part(rejection(**{}), cases, outputs, {})
     assert metrics == {"false_rejection_rate": 0.0}
     assert set(not_eval) == {"rejection_rate", "adversarial_pass_rate"}
     assert "out_of_scope" in not_eval["rejection_rate"] and "adversarial" in not_eval["adversarial_pass_rate"]
     assert rows[2]["error"] is not None
 
-    metrics, _, not_eval = rejection_part({}, [case("o1", type="out_of_scope")], {"o1": answered("o1", "no idea")}, {})
+    metrics, _, not_eval = rejection_part(rejection(**{}), [case("o1", type="out_of_scope")], {"o1": answered("o1", "no idea")}, {})
     assert metrics == {"rejection_rate": 0.0}
     assert set(not_eval) == {"false_rejection_rate", "adversarial_pass_rate"}
 
@@ -334,7 +335,7 @@ def test_a_type_without_cases_is_not_evaluated_never_zero() -> None:
 def test_configured_phrases_decide_refusal() -> None:
     cases = [case("o1", type="out_of_scope"), case("o2", type="out_of_scope")]
     outputs = {"o1": answered("o1", "No comment."), "o2": answered("o2", "I don't know.")}
-    metrics, rows, _ = rejection_part({"phrases": ["no comment"]}, cases, outputs, {})
+    metrics, rows, _ = rejection_part(rejection(**{"phrases": ["no comment"]}), cases, outputs, {})
     assert metrics["rejection_rate"] == 0.5
     assert rows[0]["refused"] and rows[0]["phrase"] == "no comment" and not rows[1]["refused"]
 
@@ -343,7 +344,7 @@ def test_judge_verdicts_override_only_unsettled_answers() -> None:
     cases, outputs = _rejection_fixture()
     # o1 is settled by a phrase: the judge's "not refused" must not count; o2 and a1 are unsettled
     judged = {"o1": False, "o2": True, "a1": True, "v3": True}
-    metrics, rows, _ = rejection_part({"canaries": ["RIVERBEND-INTERNAL-7731"]}, cases, outputs, judged)
+    metrics, rows, _ = rejection_part(rejection(**{"canaries": ["RIVERBEND-INTERNAL-7731"]}), cases, outputs, judged)
     by_id = {r["id"]: r for r in rows}
     assert by_id["o1"]["refused"] and by_id["o1"]["method"] == "phrase"
     assert by_id["o2"]["refused"] and by_id["o2"]["method"] == "judge" and by_id["o2"]["phrase"] is None
@@ -351,7 +352,7 @@ def test_judge_verdicts_override_only_unsettled_answers() -> None:
     assert by_id["v3"]["refused"] and by_id["v3"]["method"] == "judge" and by_id["v3"]["passed"]
     assert metrics == pytest.approx({"rejection_rate": 1.0, "false_rejection_rate": 1.0, "adversarial_pass_rate": 2 / 3})
     # a "not refused" verdict on an unsettled answer is recorded as the judge's decision
-    _, rows, _ = rejection_part({}, cases, outputs, {"o2": False})
+    _, rows, _ = rejection_part(rejection(**{}), cases, outputs, {"o2": False})
     assert {r["id"]: r for r in rows}["o2"]["method"] == "judge"
 
 
@@ -657,7 +658,7 @@ def test_gate_on_noise_metric_without_noise_test_is_exit_2(tmp_path: Path) -> No
 def test_http_answer_from_posts_question_and_contexts() -> None:
     q = "How long can I borrow a printed book?"
     with RagServer({q: {"answer": "21 days."}}) as srv:
-        target = HttpTarget({"url": srv.url, "retries": 0})
+        target = HttpTarget(http(srv.url, retries=0))
         try:
             got = target.answer_from(case("q1", q), ["ctx one", "ctx two"])
         finally:
@@ -669,9 +670,9 @@ def test_http_answer_from_posts_question_and_contexts() -> None:
 def test_http_answer_from_remapped_fields() -> None:
     q = "How long can I borrow a printed book?"
     with RagServer({q: {"data": {"reply": "21 days."}}}, question_field="input.query") as srv:
-        target = HttpTarget({"url": srv.url, "retries": 0, "body": {"mode": "eval"},
-                             "request": {"question": "input.query", "contexts": "input.passages"},
-                             "response": {"answer": "data.reply"}})
+        target = HttpTarget(http(srv.url, retries=0, body={"mode": "eval"},
+                                 request={"question": "input.query", "contexts": "input.passages"},
+                                 response={"answer": "data.reply"}))
         try:
             got = target.answer_from(case("q1", q), ["p1"])
         finally:
@@ -683,7 +684,7 @@ def test_http_answer_from_remapped_fields() -> None:
 def test_http_answer_from_maps_errors() -> None:
     q = "How long can I borrow a printed book?"
     with RagServer({q: {"retrieved": []}}, script={"down": status(503)}) as srv:
-        target = HttpTarget({"url": srv.url, "retries": 1, "backoff_s": 0})
+        target = HttpTarget(http(srv.url, retries=1, backoff_s=0))
         try:
             down = target.answer_from(case("x", "down"), ["c"])
             no_answer = target.answer_from(case("q1", q), ["c"])

@@ -23,10 +23,12 @@ from typing import Any
 
 import pytest
 
+from gate.config.loader import filled
+from gate.core.settings import CorrectnessSettings
 from gate.core.textmatch import answer_bearing_f1, answer_bearing_tokens, token_f1
 from gate.judges import JudgeError, JudgeInput
 from gate.judges.offline import OfflineEngine
-from gate.stages.noise import OFFLINE_METHOD, correctness_plan
+from gate.stages.noise import OFFLINE_METHOD
 
 try:
     from tests.servers import RagServer, reply, response
@@ -296,10 +298,15 @@ def test_offline_engine_scores_answer_bearing_f1_with_the_question() -> None:
         asyncio.run(engine.score("answer_bearing_f1", JudgeInput(CAPITAL_Q, "Cedar", ("c",), "  ")))
 
 
-def test_correctness_plan_and_method_wording() -> None:
-    for cfg in ({}, {"correctness": {"method": "offline", "threshold": 0.3}}):
-        plan = correctness_plan(cfg)
-        assert (plan.engine, plan.metric) == ("offline", "answer_bearing_f1")
-    assert correctness_plan({"correctness": {"method": "judge"}}).metric == "answer_correctness"
+def correctness(**keys: object) -> CorrectnessSettings:
+    return CorrectnessSettings.read(filled("$defs/robustness_stage/properties/noise/properties/correctness", keys))
+
+
+def test_correctness_metric_and_method_wording() -> None:
+    for keys in ({}, {"method": "offline", "threshold": 0.3}):
+        scored = correctness(**keys).metric()
+        assert (scored.engine, scored.metric) == ("offline", "answer_bearing_f1")
+    assert correctness(method="judge").metric().metric == "answer_correctness"
+    assert correctness(method="judge", engine="deepeval").metric().metric == "correctness"
     assert "token F1 with ground_truth" not in OFFLINE_METHOD  # the old, fooled rule
     assert OFFLINE_METHOD.startswith("offline (") and "not in the question" in OFFLINE_METHOD and "numbers" in OFFLINE_METHOD

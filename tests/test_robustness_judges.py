@@ -158,7 +158,7 @@ def test_noise_sensitivity_is_a_lower_is_better_ragas_metric_needing_contexts_an
         return errors
 
     calls = judge.calls
-    assert run(judge.url, make) == ["noise_sensitivity_relevant needs reference for this case",
+    assert run(judge.url, make) == ["noise_sensitivity_relevant needs ground_truth for this case",
                                     "noise_sensitivity_relevant needs contexts for this case"]
     assert judge.calls == calls  # refused before any judge call
 

@@ -12,14 +12,16 @@ import pytest
 
 from gate.core.catalog import higher_is_better
 from gate.core.compare import same_run_comparison
-from gate.core.gates import Comparison, decide
+from gate.core.gates import Comparison, Gated, decide
 from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
 from gate.core.pairs import judge_change, paired_run, text_id
 from gate.core.records import compact_texts, entry_from_report, text_table
 from gate.core.stats import drop_test, paired_bootstrap
 from gate.io.reports import appended_history, parse_history
 from gate.judges.cache import JudgeCache
+from gate.stages.context import StageContext
 from gate.stages.generation import generation_stage
+from tests.support import settings
 
 # ------------------------------------------------------------------------------------------ the gate on pairs
 
@@ -40,7 +42,7 @@ def pairing(metric: str, n: int, changed: list[tuple[str, float | None, float | 
 
 
 def decided(gate: dict, value: float, p: dict, metric: str = "faithfulness"):
-    return decide("generation", metric, gate, value, same_run_comparison(p, metric, value), higher_is_better(metric))
+    return decide(Gated("generation", metric, higher_is_better(metric)), gate, value, same_run_comparison(p, metric, value))
 
 
 def check(decision, kind: str):
@@ -110,9 +112,9 @@ def test_lower_is_better_fails_on_a_rise_and_passes_on_a_fall():
 @pytest.mark.parametrize("where", ["value", "reference"])
 def test_nan_is_an_error_never_a_pass(where):
     if where == "value":
-        d = decide("generation", "faithfulness", {"max_drop": 0.03}, math.nan, Comparison(0.9))
+        d = decide(Gated("generation", "faithfulness"), {"max_drop": 0.03}, math.nan, Comparison(0.9))
     else:
-        d = decide("generation", "faithfulness", {"trend": {"max_drop": 0.03}}, 0.9, None, trend=Comparison(math.nan, runs=3))
+        d = decide(Gated("generation", "faithfulness"), {"trend": {"max_drop": 0.03}}, 0.9, None, trend=Comparison(math.nan, runs=3))
     assert d.status == "error"  # before: "drop nan (within 0.03)", a pass
     with pytest.raises(ValueError):
         drop_test([0.1, math.nan])
@@ -129,13 +131,13 @@ def answered(i: int, answer: str) -> TargetOutput:
     return TargetOutput(case_id=f"q{i}", retrieved=[RetrievedDoc(f"d{i}", text=f"Loan {i} lasts {i} days.")], answer=answer)
 
 
-CFG = {"metrics": ["token_f1"], "gates": {"token_f1": {"max_drop": 0.03, "case_drop": 0.5}}}
+CFG = settings.generation(["token_f1"], gates={"token_f1": {"max_drop": 0.03, "case_drop": 0.5}})
 
 
 def baseline_doc(cases: list[GoldenCase], outputs: dict[str, TargetOutput], tmp_path: Path) -> dict:
     """A baseline written the way `rag-gate baseline update` writes it, from a real stage measurement."""
     with JudgeCache(tmp_path / "base.sqlite") as cache:
-        stage = generation_stage(CFG, None, cases, outputs, cache)
+        stage = generation_stage(CFG, StageContext(cases, outputs, cache))
     report = {"run": {"created_at": "2026-11-01T00:00:00+00:00", "commit": "b" * 40}, "verdict": "pass", "fingerprints": {},
               "stages": {"generation": {**stage, "status": "pass", "gates": []}}, "texts": stage["texts"]}
     return entry_from_report(report)  # type: ignore[arg-type]
@@ -153,7 +155,7 @@ def test_the_stage_pairs_on_shared_ids_and_lists_added_and_removed_cases(tmp_pat
     outputs["q1"] = answered(1, "No idea.")
     outputs["q2"] = answered(2, f"It lasts {2} days, loan {2}.")
     with JudgeCache(tmp_path / "pr.sqlite") as cache:
-        stage = generation_stage(CFG, None, cases, outputs, cache, references=[ref])
+        stage = generation_stage(CFG, StageContext(cases, outputs, cache), [ref])
     p = stage["pairing"]["baseline"]
     assert p["method"] == "same run" and p["added"] == ["q5"] and p["removed"] == ["q0"]
     pairs = p["metrics"]["token_f1"]
@@ -175,7 +177,7 @@ def test_a_reference_without_answers_falls_back_on_its_stored_scores_and_says_so
     ref = paired_run("baseline", "the baseline", doc, "generation", {})
     assert ref is not None and not ref.outputs and ref.scores["q0"]["token_f1"] == 1.0
     with JudgeCache(tmp_path / "pr.sqlite") as cache:
-        stage = generation_stage(CFG, None, cases, outputs, cache, references=[ref])
+        stage = generation_stage(CFG, StageContext(cases, outputs, cache), [ref])
     p = stage["pairing"]["baseline"]
     assert p["method"] == "stored scores" and p["metrics"] == {} and "kept no answers" in p["note"]
 

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("deepeval")
 
-from gate.shards import parse_shard, shard_of  # noqa: E402
+from gate.run.shards import parse_shard, shard_of  # noqa: E402
 from tests.judge_server import JudgeServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

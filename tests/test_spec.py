@@ -69,7 +69,7 @@ def test_quickstart_spec_loads():
     assert "python" in spec.target
     assert spec.golden_set_path == QUICKSTART.parent / "golden_set.jsonl"
     assert spec.golden_set_path.is_file()
-    assert [m.name for m in spec.retrieval_metrics()][:2] == ["hit_rate@5", "mrr"]
+    assert spec.stages.retrieval is not None and [m.name for m in spec.stages.retrieval.metrics][:2] == ["hit_rate@5", "mrr"]
     assert spec.secrets == []
 
 
@@ -203,7 +203,7 @@ def test_expanded_values_are_checked_too(tmp_path, target, env, line, key, rule)
 
 def test_python_target_from_env(tmp_path):
     spec = load_spec(write(tmp_path, BASE.replace("  results: results.jsonl\n", "  python: ${FN}\n")), env={"FN": "pkg.mod:answer"})
-    assert spec.target["python"] == "pkg.mod:answer"
+    assert spec.target["python"]["function"] == "pkg.mod:answer"  # the short form, as the loader fills it
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gate.core.catalog import higher_is_better
-from gate.core.gates import DEFAULT_CONFIDENCE, Comparison, GateDecision, decide
+from gate.core.gates import DEFAULT_CONFIDENCE, Comparison, Gated, GateDecision, decide
 from gate.core.records import entry_from_report
 from gate.core.stats import PairedResult
 from gate.core.verdict import CompareWith, decide_gates
@@ -51,7 +51,7 @@ TREND_TABLE = [
 @pytest.mark.parametrize(("gate", "value", "trend", "hib", "status", "method"), [r[1:] for r in TREND_TABLE],
                          ids=[r[0] for r in TREND_TABLE])
 def test_trend_by_difference_of_means(gate, value, trend, hib, status, method):
-    d = decide("generation", "m", gate, value, None, hib, trend=trend)
+    d = decide(Gated("generation", "m", hib), gate, value, None, trend=trend)
     assert d.status == status
     assert check(d, "trend").status == status
     assert d.method == method
@@ -59,12 +59,12 @@ def test_trend_by_difference_of_means(gate, value, trend, hib, status, method):
 
 
 def test_trend_detail_names_the_window_and_the_numbers():
-    d = decide("generation", "faithfulness", TREND, 0.81, None, trend=Comparison(0.85, runs=7))
+    d = decide(Gated("generation", "faithfulness"), TREND, 0.81, None, trend=Comparison(0.85, runs=7))
     c = check(d, "trend")
     assert "mean of last 7 runs" in c.detail and "0.85" in c.detail and "0.04" in c.detail
-    one = decide("generation", "faithfulness", TREND, 0.81, None, trend=Comparison(0.85, runs=1))
+    one = decide(Gated("generation", "faithfulness"), TREND, 0.81, None, trend=Comparison(0.85, runs=1))
     assert "mean of last 1 run " in check(one, "trend").detail
-    skipped = decide("generation", "faithfulness", TREND, 0.81, None, trend=None)
+    skipped = decide(Gated("generation", "faithfulness"), TREND, 0.81, None, trend=None)
     assert "no history" in check(skipped, "trend").detail
 
 
@@ -96,10 +96,10 @@ PAIRED_TABLE = [
 def test_paired_rules(kind, extra, value, ref, evidence, hib, status):
     if kind == "max_drop":
         gate = {**DROP, **extra}
-        d = decide("generation", "m", gate, value, Comparison(ref, evidence), hib)
+        d = decide(Gated("generation", "m", hib), gate, value, Comparison(ref, evidence))
     else:
         gate = {**TREND, **extra}
-        d = decide("generation", "m", gate, value, None, hib, trend=Comparison(ref, evidence, runs=7))
+        d = decide(Gated("generation", "m", hib), gate, value, None, trend=Comparison(ref, evidence, runs=7))
     assert d.status == status
     assert check(d, kind).status == status
     assert d.method == "paired bootstrap"
@@ -109,7 +109,7 @@ def test_paired_rules(kind, extra, value, ref, evidence, hib, status):
 
 
 def test_paired_detail_says_rise_for_lower_is_better_and_reports_p():
-    d = decide("robustness", "false_rejection_rate", DROP, 0.16, Comparison(0.10, paired(0.06, 0.001)), higher_is_better=False)
+    d = decide(Gated("robustness", "false_rejection_rate", False), DROP, 0.16, Comparison(0.10, paired(0.06, 0.001)))
     c = check(d, "max_drop")
     assert "rise 0.06" in c.detail and "p = 0.001" in c.detail and "significant at 0.99" in c.detail
     assert "vs baseline" in c.detail
@@ -117,25 +117,25 @@ def test_paired_detail_says_rise_for_lower_is_better_and_reports_p():
 
 def test_relative_limit_with_paired_evidence_uses_the_reference_value():
     # 3% of 0.80 = 0.024: a significant 0.03 mean drop fails, a significant 0.02 passes
-    fail = decide("generation", "m", TREND_PCT, 0.77, None, trend=Comparison(0.80, paired(0.03, 0.001), runs=7))
-    ok = decide("generation", "m", TREND_PCT, 0.78, None, trend=Comparison(0.80, paired(0.02, 0.001), runs=7))
+    fail = decide(Gated("generation", "m"), TREND_PCT, 0.77, None, trend=Comparison(0.80, paired(0.03, 0.001), runs=7))
+    ok = decide(Gated("generation", "m"), TREND_PCT, 0.78, None, trend=Comparison(0.80, paired(0.02, 0.001), runs=7))
     assert (fail.status, ok.status) == ("fail", "pass")
     assert "3% = 0.024" in check(fail, "trend").detail
 
 
 def test_mixed_evidence_method_and_both_checks():
     gate = {"max_drop": 0.03, "trend": {"window": 7, "max_drop": 0.03}}
-    d = decide("generation", "m", gate, 0.84, Comparison(0.85), trend=Comparison(0.85, paired(0.01, 0.3), runs=7))
+    d = decide(Gated("generation", "m"), gate, 0.84, Comparison(0.85), trend=Comparison(0.85, paired(0.01, 0.3), runs=7))
     assert [c.kind for c in d.checks] == ["max_drop", "trend"]
     assert d.status == "pass"
     assert d.method == "difference of means, paired bootstrap"  # each check says how it was decided
     # one failing check fails the gate
-    d = decide("generation", "m", gate, 0.80, Comparison(0.85), trend=Comparison(0.85, paired(0.0, 1.0), runs=7))
+    d = decide(Gated("generation", "m"), gate, 0.80, Comparison(0.85), trend=Comparison(0.85, paired(0.0, 1.0), runs=7))
     assert (check(d, "max_drop").status, check(d, "trend").status, d.status) == ("fail", "pass", "fail")
 
 
 def test_missing_value_is_an_error_not_a_pass():
-    d = decide("generation", "m", TREND, None, None, trend=Comparison(0.85, paired(0.0, 1.0), runs=7))
+    d = decide(Gated("generation", "m"), TREND, None, None, trend=Comparison(0.85, paired(0.0, 1.0), runs=7))
     assert d.status == "error"
     assert d.method == ""
 

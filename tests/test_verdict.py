@@ -104,7 +104,10 @@ def test_gate_stage_copies_the_measurement_and_does_not_change_it():
 def test_the_fake_target_runs_the_whole_pipeline_without_a_server(tmp_path):
     """The fake target (gate/targets/fake.py) answers from a table: a stage test needs no server."""
     from gate.config.loader import load_spec
-    from gate.pipeline import RunFacts, collect_outputs, evaluate
+    from gate.run.ask import collect_outputs
+    from gate.run.context import RunFacts
+    from gate.run.evaluate import evaluate
+    from gate.stages.context import StageContext
     from gate.stages.robustness import robustness_stage
 
     (tmp_path / "golden.jsonl").write_text(
@@ -124,7 +127,8 @@ def test_the_fake_target_runs_the_whole_pipeline_without_a_server(tmp_path):
     assert target.asked == ["q1", "q2"]
     from gate.judges.cache import NullCache
 
-    rob = robustness_stage(spec.data["stages"]["robustness"], None, cases, outputs, target, NullCache())
+    assert spec.stages.robustness is not None
+    rob = robustness_stage(spec.stages.robustness, StageContext(cases, outputs, NullCache()), target)
     report = evaluate(spec, cases, outputs, RunFacts(created_at="2026-11-30T00:00:00+00:00"), {"robustness": rob})
     assert report["verdict"] == "pass", report["errors"]
     assert report["stages"]["robustness"]["metrics"]["rejection_rate"] == 1.0

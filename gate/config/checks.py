@@ -150,7 +150,7 @@ def _check_pair_keys(spec: Spec) -> list[InputError]:
 def check_semantics(spec: Spec) -> list[InputError]:
     errors: list[InputError] = (_check_generation(spec) + _check_robustness(spec) + _check_judge(spec) + _check_embeddings(spec)
                                 + _check_engines(spec) + _check_pair_keys(spec))
-    stage = spec.retrieval
+    stage = spec.data["stages"].get("retrieval")
     if stage:
         names = set()
         for i, name in enumerate(stage["metrics"]):

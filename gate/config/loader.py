@@ -18,7 +18,8 @@ import copy
 import json
 import os
 import re
-from collections.abc import Set
+from collections.abc import Mapping, Set
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -36,6 +37,7 @@ from gate.core.catalog import (
     suggest_retrieval_metric,
 )
 from gate.core.errors import InputError, InputErrors, KeyPath, key_path
+from gate.core.settings import GenerationSettings, MatchSettings, RetrievalSettings, RobustnessSettings, StageSettings
 from gate.io.schema import SchemaValidator, best_branch_error, describe
 
 if TYPE_CHECKING:
@@ -94,8 +96,9 @@ def _fill_defaults(instance: Any, schema: dict[str, Any], root: dict[str, Any]) 
         _fill_defaults(instance, root["$defs"][ref], root)
     if isinstance(instance, dict):
         for name, sub in schema.get("properties", {}).items():
-            if name not in instance and "default" in sub:
-                instance[name] = copy.deepcopy(sub["default"])
+            default = sub.get("default", _referenced(sub, root).get("default"))  # a $ref's target may carry it
+            if name not in instance and default is not None:
+                instance[name] = copy.deepcopy(default)
             if name in instance:
                 _fill_defaults(instance[name], sub, root)
         extra = schema.get("additionalProperties")
@@ -106,6 +109,12 @@ def _fill_defaults(instance: Any, schema: dict[str, Any], root: dict[str, Any]) 
     for branch in schema.get("oneOf", []):
         if isinstance(instance, dict) and branch.get("type") == "object":
             _fill_defaults(instance, branch, root)
+
+
+def _referenced(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """The definition a ``{"$ref": "#/$defs/NAME"}`` names ({} for any other schema)."""
+    ref = schema.get("$ref")
+    return root["$defs"][ref.removeprefix("#/$defs/")] if isinstance(ref, str) and ref.startswith("#/$defs/") else {}
 
 
 def _schema_message(error: jsonschema.ValidationError, raw: Any = None) -> tuple[KeyPath, str]:
@@ -221,6 +230,8 @@ def _expanded_errors(spec: Spec, validator: SchemaValidator, kept: Set[str] = fr
     errors = []
     for err in validator.errors(spec.data):
         at: KeyPath = tuple(_leaf(err).absolute_path)
+        while at and _value_at(spec.raw, at) is None:  # a key the loader added (python: "${FN}" -> {function: ...})
+            at = at[:-1]
         raw = _value_at(spec.raw, at)
         names = sorted({m.group(2) for m in _ENV_REF.finditer(raw) if not m.group(1)}) if isinstance(raw, str) else []
         if kept & set(names):
@@ -230,39 +241,46 @@ def _expanded_errors(spec: Spec, validator: SchemaValidator, kept: Set[str] = fr
     return errors
 
 
-def _expand(value: Any, path: KeyPath, file: str, lines: dict[KeyPath, int], secrets: list[str], env: dict[str, str],
-            kept: set[str] | None = None) -> Any:
-    """``value`` with every ${NAME} expanded; a variable that is not set is an error, or (``kept`` given) stays as it
-    is and its name goes into ``kept``."""
-    if isinstance(value, dict):
-        return {k: _expand(v, path + (k,), file, lines, secrets, env, kept) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand(v, path + (i,), file, lines, secrets, env, kept) for i, v in enumerate(value)]
-    if not isinstance(value, str) or "${" not in value:
-        return value
+@dataclass
+class _Expander:
+    """Expands every ${NAME} of a spec from ``env``: each value it reads goes into ``secrets``; a variable that is not
+    set is an error naming its key and line, or (``kept`` given) stays as it is and its name goes into ``kept``."""
 
-    def sub(m: re.Match[str]) -> str:
+    file: str
+    lines: dict[KeyPath, int]
+    secrets: list[str]
+    env: dict[str, str]
+    kept: set[str] | None = None
+
+    def expand(self, value: Any, path: KeyPath = ()) -> Any:
+        if isinstance(value, dict):
+            return {k: self.expand(v, path + (k,)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.expand(v, path + (i,)) for i, v in enumerate(value)]
+        if not isinstance(value, str) or "${" not in value:
+            return value
+        return _ENV_REF.sub(lambda m: self._value(m, path), value)
+
+    def _value(self, m: re.Match[str], path: KeyPath) -> str:
         if m.group(1):  # $${NAME} -> literal ${NAME}
             return m.group(0)[1:]
-        name, default = m.group(2), m.group(3)
+        name, default, env = m.group(2), m.group(3), self.env
         if name not in env and default is not None:  # ${NAME:-default}: the default is no secret
             return default
-        if name not in env and kept is not None:
-            kept.add(name)
+        if name not in env and self.kept is not None:
+            self.kept.add(name)
             return m.group(0)
         if name not in env:
             raise InputError(
                 f"environment variable {name} is not set",
-                file=file,
-                line=line_of(lines, path),
+                file=self.file,
+                line=line_of(self.lines, path),
                 key=key_path(path),
                 hint=f"export {name}=... before running rag-gate (in a workflow: env: {{{name}: ${{{{ secrets.{name} }}}}}})",
             )
         if env[name]:
-            secrets.append(env[name])
+            self.secrets.append(env[name])
         return env[name]
-
-    return _ENV_REF.sub(sub, value)
 
 
 def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None, *, unset_ok: bool = False) -> Spec:
@@ -292,6 +310,9 @@ def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None, *
         raise errors[0] if len(errors) == 1 else InputErrors(errors)
 
     data = copy.deepcopy(raw)
+    python = data.get("target", {}).get("python")
+    if isinstance(python, str):  # the short form of a python target: its object form, so that its defaults are filled too
+        data["target"]["python"] = {"function": python}
     _fill_defaults(data, config_schema(), config_schema())
     spec = Spec(path=p, raw=raw, data=data, lines=lines)
     errors = check_semantics(spec)
@@ -299,11 +320,37 @@ def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None, *
         raise errors[0] if len(errors) == 1 else InputErrors(errors)
     environment = dict(os.environ if env is None else env)
     kept: set[str] | None = set() if unset_ok else None
-    spec.data = _expand(data, (), file, lines, spec.secrets, environment, kept)
+    spec.data = _Expander(file, lines, spec.secrets, environment, kept).expand(data)
     key_env = (spec.data.get("judge") or {}).get("api_key_env")
     if key_env and environment.get(key_env):
         spec.secrets.append(environment[key_env])  # the judge's key: a secret of the run like any ${NAME}
     errors = _expanded_errors(spec, validator, kept or set())
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)
+    spec.stages = read_settings(spec.data)
     return spec
+
+
+def filled(where: str, value: Mapping[str, Any]) -> dict[str, Any]:
+    """``value`` with the defaults config.schema.json gives the block at ``where`` (a path into the schema, such as
+    "$defs/http_target" or "$defs/retrieval_stage/properties/match") filled in: what the loader makes of that block
+    when a spec writes it (for a block built in code: a benchmark's, a test's)."""
+    node: Any = config_schema()
+    for part in where.strip("#/").split("/"):
+        node = node[part]
+    out = copy.deepcopy(dict(value))
+    _fill_defaults(out, node, config_schema())
+    return out
+
+
+def read_settings(data: Mapping[str, Any]) -> StageSettings:
+    """The typed stage settings of a validated, expanded spec whose defaults are filled (gate.core.settings)."""
+    stages = data["stages"]
+    retrieval = RetrievalSettings.read(stages["retrieval"]) if stages.get("retrieval") else None
+    match = retrieval.match if retrieval else MatchSettings.read(filled("$defs/retrieval_stage/properties/match", {}))
+    return StageSettings(
+        retrieval=retrieval,
+        generation=GenerationSettings.read(stages["generation"]) if stages.get("generation") else None,
+        robustness=RobustnessSettings.read(stages["robustness"], match) if stages.get("robustness") else None,
+        match=match,
+    )

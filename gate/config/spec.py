@@ -3,15 +3,15 @@ names, and the fingerprints of what it measures. Loaded by gate.config.loader.""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gate.config.yamlfile import line_of
-from gate.core.catalog import MetricName, parse_metric
+from gate.core.catalog import parse_metric
+from gate.core.digest import digest_json
 from gate.core.errors import InputError, KeyPath, key_path
+from gate.core.settings import StageSettings
 
 
 @dataclass
@@ -23,6 +23,7 @@ class Spec:
     data: dict[str, Any]
     lines: dict[KeyPath, int]
     secrets: list[str] = field(default_factory=list)
+    stages: StageSettings = field(init=False)  # typed stage settings, set by the loader once the spec is expanded
 
     @property
     def base_dir(self) -> Path:
@@ -47,19 +48,25 @@ class Spec:
         return self.data["target"]
 
     @property
-    def retrieval(self) -> dict[str, Any] | None:
-        return self.data["stages"].get("retrieval")
-
-    def retrieval_metrics(self) -> list[MetricName]:
-        stage = self.retrieval
-        return [parse_metric(m) for m in stage["metrics"]] if stage else []
+    def judge(self) -> dict[str, Any] | None:
+        """The ``judge:`` block (gate.judges.resolve_judge turns it into the run's judge settings)."""
+        return self.data.get("judge")
 
     @property
     def target_k(self) -> int:
+        """How many passages the target is asked for: target.k, else the largest k of the retrieval metrics (10 at
+        least)."""
         if "k" in self.target:
             return int(self.target["k"])
-        ks = [m.k for m in self.retrieval_metrics() if m.k]
+        retrieval = self.data["stages"].get("retrieval") or {}
+        ks = [m.k for m in map(parse_metric, retrieval.get("metrics", [])) if m.k]
         return max([10, *ks])
+
+    @property
+    def cutoff(self) -> int:
+        """The cut-off a relevant id must stay within: the smallest k of the retrieval metrics, else the target's k."""
+        retrieval = self.stages.retrieval
+        return (retrieval.cutoff if retrieval else None) or self.target_k
 
     @property
     def history_path(self) -> Path:
@@ -80,13 +87,12 @@ class Spec:
         else:
             judge = self.raw.get("judge") or {}
             basis["_judge"] = {k: judge.get(k) for k in ("model", "temperature", "embeddings_model")}
-        blob = json.dumps(basis, sort_keys=True, separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return digest_json(basis)
 
     def fingerprints(self, golden_set: str) -> dict[str, str]:
         """The run's fingerprints: golden set, retrieval spec ("spec"), k, and one per judge stage."""
         out = {"golden_set": golden_set, "spec": self.fingerprint("retrieval"), "k": f"k={self.target_k}"}
         for stage in ("generation", "robustness"):
-            if self.data["stages"].get(stage):
+            if getattr(self.stages, stage) is not None:
                 out[stage] = self.fingerprint(stage)
         return out

@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from gate.core.digest import digest_text
 from gate.core.model import CASE_TYPES, GoldenCase
 
 MAX_GRADE = 1000  # graded relevance is a small scale (trec's 1-3); a huge grade would overflow the nDCG arithmetic
@@ -93,7 +94,7 @@ def fingerprint(cases: Iterable[GoldenCase]) -> str:
     rows = "".join(encode([c.id, c.question, c.ground_truth, sorted(c.relevant.items()), c.type,
                            *([list(c.relevant_texts)] if c.relevant_texts else [])]) + "\n"  # sets without texts: as before
                    for c in sorted(cases, key=lambda c: c.id))
-    return "sha256:" + hashlib.sha256(rows.encode()).hexdigest()[:16]
+    return digest_text(rows)
 
 
 def groups(cases: Iterable[GoldenCase]) -> dict[str, dict[str, list[str]]]:

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 KeyPath = tuple[str | int, ...]
 
+# The exit codes, in one place: 0 every gate passed, 1 a gate failed, 2 an input is invalid, 3 the run could not complete
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_INPUT = 2
 EXIT_ERROR = 3
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as a shell reports it
+EXIT_CODES: dict[str, int] = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "error": EXIT_ERROR}  # a report's verdict -> its exit code
 
 
 class RagGateError(Exception):

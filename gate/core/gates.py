@@ -104,57 +104,82 @@ DEFAULT_CONFIDENCE = 0.99
 SAME_RUN = "same-run pairs"  # the method of a check decided on pairs judged on both sides in this run
 
 
-def _relative_check(
-    kind: str, limit: float | str, value: float, ref: Comparison, higher_is_better: bool, confidence: float, against: str,
-    min_pairs: int = MIN_PAIRS,
-) -> Check:
+@dataclass(frozen=True)
+class Gated:
+    """The metric a gate is on: its stage, its name, and which way is better."""
+
+    stage: str
+    metric: str
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class Relative:
+    """One relative check (max_drop or trend) to decide: its limit, what it compares with in words, and the gate's
+    rules for evidence."""
+
+    kind: str  # max_drop | trend
+    limit: float | str
+    against: str  # "baseline", "mean of last 7 runs"
+    higher_is_better: bool
+    confidence: float
+    min_pairs: int
+
+    @property
+    def word(self) -> str:
+        return "drop" if self.higher_is_better else "rise"
+
+    def limit_text(self, allowed: float) -> str:
+        return f"{self.limit} = {fmt(allowed)}" if isinstance(self.limit, str) else f"{self.limit}"
+
+
+def _relative_check(rel: Relative, value: float, ref: Comparison) -> Check:
     assert ref.value is not None
+    kind, limit, against, word = rel.kind, rel.limit, rel.against, rel.word
     if not math.isfinite(ref.value):
         return Check(kind, limit, "error", f"the {against} value is not a number ({ref.value}): the reference is broken")
     allowed = allowed_drop(limit, ref.value)
-    word = "drop" if higher_is_better else "rise"
-    limit_text = f"{limit} = {fmt(allowed)}" if isinstance(limit, str) else f"{limit}"
     if ref.pairs is not None:
-        return _same_run_check(kind, limit, ref, confidence, min_pairs, word, allowed, limit_text)
+        return _same_run_check(rel, ref, allowed)
     if ref.paired is not None and ref.paired.n > 0:
         p = ref.paired
-        if 0 < p.changed < min_pairs:
+        if 0 < p.changed < rel.min_pairs:
             return Check(kind, limit, "skipped", f"insufficient evidence: {p.changed} case(s) differ from {against} in stored scores, "
-                                                 f"fewer than min_pairs {min_pairs}" + (f" ({ref.note})" if ref.note else ""),
+                                                 f"fewer than min_pairs {rel.min_pairs}" + (f" ({ref.note})" if ref.note else ""),
                          "paired bootstrap")
-        significant = p.significant(confidence)
+        significant = p.significant(rel.confidence)
         bad = p.mean_drop > allowed + EPS and significant
         detail = (
             f"paired test over {p.n} cases vs {against}: mean per-case {word} {fmt(max(p.mean_drop, 0.0))} "
-            f"({'above' if p.mean_drop > allowed + EPS else 'within'} {limit_text}), p = {p.p_value:.3g} "
-            f"({'significant' if significant else 'not significant'} at {confidence:g})"
+            f"({'above' if p.mean_drop > allowed + EPS else 'within'} {rel.limit_text(allowed)}), p = {p.p_value:.3g} "
+            f"({'significant' if significant else 'not significant'} at {rel.confidence:g})"
         )
         return Check(kind, limit, "fail" if bad else "pass", detail + (f"; {ref.note}" if ref.note else ""), "paired bootstrap")
-    worse = (ref.value - value) if higher_is_better else (value - ref.value)
+    worse = (ref.value - value) if rel.higher_is_better else (value - ref.value)
     ok = worse <= allowed + EPS
-    detail = f"{word} {fmt(max(worse, 0.0))} vs {against} {fmt(ref.value)} ({'within' if ok else 'above'} {limit_text})"
+    detail = f"{word} {fmt(max(worse, 0.0))} vs {against} {fmt(ref.value)} ({'within' if ok else 'above'} {rel.limit_text(allowed)})"
     return Check(kind, limit, "pass" if ok else "fail", detail, "difference of means")
 
 
-def _same_run_check(kind: str, limit: float | str, ref: Comparison, confidence: float, min_pairs: int, word: str, allowed: float,
-                    limit_text: str) -> Check:
+def _same_run_check(rel: Relative, ref: Comparison, allowed: float) -> Check:
     """The paired test on same-run pairs: every unchanged pair a delta of exactly 0, every changed pair judged on both
     sides in this run. Fewer than ``min_pairs`` changed pairs is no evidence either way: skipped, and said."""
     assert ref.pairs is not None and ref.paired is not None
+    kind, limit, word = rel.kind, rel.limit, rel.word
     mp, p = ref.pairs, ref.paired
     judged = mp["changed"] - mp["errored"]
     errored = f"; {mp['errored']} changed pair(s) could not be judged and are left out" if mp["errored"] else ""
     if mp["changed"] == 0:
         return Check(kind, limit, "pass", f"no judged answer changed since {ref.label} ({mp['pairs']} pairs): nothing can have dropped",
                      SAME_RUN)
-    if judged < min_pairs:
+    if judged < rel.min_pairs:
         return Check(kind, limit, "skipped", f"insufficient evidence: {judged} changed pair(s) vs {ref.label}, fewer than min_pairs "
-                                             f"{min_pairs} ({mp['pairs']} pairs in all){errored}", SAME_RUN)
-    significant = p.significant(confidence)
+                                             f"{rel.min_pairs} ({mp['pairs']} pairs in all){errored}", SAME_RUN)
+    significant = p.significant(rel.confidence)
     above = p.mean_drop > allowed + EPS
     detail = (f"paired test over {p.n} cases vs {ref.label} ({judged} changed, both sides judged in this run): mean per-case {word} "
-              f"{fmt(max(p.mean_drop, 0.0))} ({'above' if above else 'within'} {limit_text}), p = {p.p_value:.3g} "
-              f"({'significant' if significant else 'not significant'} at {confidence:g})")
+              f"{fmt(max(p.mean_drop, 0.0))} ({'above' if above else 'within'} {rel.limit_text(allowed)}), p = {p.p_value:.3g} "
+              f"({'significant' if significant else 'not significant'} at {rel.confidence:g})")
     if ref.detectable is not None:
         detail += f"; smallest detectable {word} {fmt(ref.detectable)}"
     return Check(kind, limit, "fail" if above and significant else "pass", detail + errored, SAME_RUN)
@@ -175,39 +200,27 @@ def _case_drop_check(limit: float, pairs_from: Comparison | None, higher_is_bett
     return Check("case_drop", limit, "fail" if any(r[4] for r in over) else "error", detail, SAME_RUN)
 
 
-def decide(
-    stage: str,
-    metric: str,
-    gate: Mapping[str, Any],
-    value: float | None,
-    baseline: float | Comparison | None,
-    higher_is_better: bool = True,
-    mismatch: str | None = None,
-    trend: Comparison | None = None,
-) -> GateDecision:
+def decide(on: Gated, gate: Mapping[str, Any], value: float | None, baseline: float | Comparison | None = None,
+           trend: Comparison | None = None, mismatch: str | None = None) -> GateDecision:
     """Decide one gate.
 
-    ``baseline`` is the baseline's value (or a Comparison with per-case evidence), ``trend`` the
-    history window's mean (and evidence); ``mismatch`` is the baseline policy when
-    fingerprints differ (warn/skip/fail), else None. With per-case evidence a relative check
-    fails only when the mean per-case drop is above the limit AND the paired test is
-    significant at ``gate["confidence"]`` (default 0.99).
+    ``baseline`` is the baseline's value (or a Comparison with per-case evidence), ``trend`` the history window's mean
+    (and evidence); ``mismatch`` is the baseline policy when fingerprints differ (warn/skip/fail), else None. With
+    per-case evidence a relative check fails only when the mean per-case drop is above the limit AND the paired test
+    is significant at ``gate["confidence"]`` (default 0.99).
     """
     base = baseline if isinstance(baseline, Comparison) else Comparison(baseline)
     delta = None if value is None or base.value is None else value - base.value
     if value is None or not math.isfinite(value):
         why = "metric was not computed (every case errored or none applies)" if value is None else f"metric value is {value}, not a number"
         check = Check("value", "-", "error", why)
-        return GateDecision(stage, metric, "error", None, base.value, None, higher_is_better, [check], configured_rule(gate))
-    confidence = float(gate.get("confidence", DEFAULT_CONFIDENCE))
-    min_pairs = int(gate.get("min_pairs", MIN_PAIRS))
-    checks: list[Check] = []
-    if "min" in gate:
-        ok = value >= gate["min"] - EPS
-        checks.append(Check("min", gate["min"], "pass" if ok else "fail", f"{fmt(value)} {'>=' if ok else '<'} min {fmt(gate['min'])}"))
-    if "max" in gate:
-        ok = value <= gate["max"] + EPS
-        checks.append(Check("max", gate["max"], "pass" if ok else "fail", f"{fmt(value)} {'<=' if ok else '>'} max {fmt(gate['max'])}"))
+        return GateDecision(on.stage, on.metric, "error", None, base.value, None, on.higher_is_better, [check], configured_rule(gate))
+    checks = _absolute_checks(gate, value)
+    confidence, min_pairs = float(gate.get("confidence", DEFAULT_CONFIDENCE)), int(gate.get("min_pairs", MIN_PAIRS))
+
+    def relative(kind: str, limit: float | str, against: str) -> Relative:
+        return Relative(kind, limit, against, on.higher_is_better, confidence, min_pairs)
+
     if "max_drop" in gate:
         limit = gate["max_drop"]
         if base.value is None:
@@ -217,21 +230,32 @@ def decide(
         elif mismatch == "fail" and base.pairs is None:
             checks.append(Check("max_drop", limit, "fail", "baseline made from a different golden set or spec"))
         else:
-            checks.append(_relative_check("max_drop", limit, value, base, higher_is_better, confidence, "baseline", min_pairs))
+            checks.append(_relative_check(relative("max_drop", limit, "baseline"), value, base))
     if "trend" in gate:
-        spec = gate["trend"]
-        limit = spec["max_drop"]
+        limit = gate["trend"]["max_drop"]
         if trend is None or trend.value is None:
             checks.append(Check("trend", limit, "skipped", "no history entries to compare with yet"))
         else:
             against = f"mean of last {trend.runs} run{'s' if trend.runs != 1 else ''}"
-            checks.append(_relative_check("trend", limit, value, trend, higher_is_better, confidence, against, min_pairs))
+            checks.append(_relative_check(relative("trend", limit, against), value, trend))
     if "case_drop" in gate:
         source = base if base.pairs is not None else trend if trend is not None and trend.pairs is not None else None
-        checks.append(_case_drop_check(float(gate["case_drop"]), source, higher_is_better))
+        checks.append(_case_drop_check(float(gate["case_drop"]), source, on.higher_is_better))
     statuses = {c.status for c in checks}
     status: Status = "error" if "error" in statuses else "fail" if "fail" in statuses else "pass" if "pass" in statuses else "skipped"
-    return GateDecision(stage, metric, status, value, base.value, delta, higher_is_better, checks, configured_rule(gate))
+    return GateDecision(on.stage, on.metric, status, value, base.value, delta, on.higher_is_better, checks, configured_rule(gate))
+
+
+def _absolute_checks(gate: Mapping[str, Any], value: float) -> list[Check]:
+    """min and max."""
+    checks: list[Check] = []
+    if "min" in gate:
+        ok = value >= gate["min"] - EPS
+        checks.append(Check("min", gate["min"], "pass" if ok else "fail", f"{fmt(value)} {'>=' if ok else '<'} min {fmt(gate['min'])}"))
+    if "max" in gate:
+        ok = value <= gate["max"] + EPS
+        checks.append(Check("max", gate["max"], "pass" if ok else "fail", f"{fmt(value)} {'<=' if ok else '>'} max {fmt(gate['max'])}"))
+    return checks
 
 
 def configured_rule(gate: Mapping[str, Any]) -> str:

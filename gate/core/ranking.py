@@ -22,7 +22,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter
-from typing import Any
 
 from gate.core.catalog import MetricName
 
@@ -160,14 +159,6 @@ def health_metrics(latencies_ms: Sequence[float], calls: int, errors: int) -> di
         for q in (50, 95, 99):
             out[f"p{q}_latency_ms"] = percentile(latencies_ms, q)  # type: ignore[assignment]
     return out
-
-
-def id_mapper(match: Mapping[str, Any]) -> Callable[[str], str]:
-    """exact: ids as they are; document: 'doc#chunk_7' -> 'doc' (the part before the separator)."""
-    if match.get("level", "exact") != "document":
-        return lambda x: x
-    sep = match.get("separator", "#")
-    return lambda x: x.split(sep, 1)[0]
 
 
 def map_relevant(relevant: dict[str, int], to_id: Callable[[str], str]) -> dict[str, int]:

@@ -16,7 +16,6 @@ SCHEMA_VERSION = 1
 Verdict = Literal["pass", "fail", "error"]
 Status = Literal["pass", "fail", "error", "skipped"]
 STAGE_NAMES = ("retrieval", "generation", "robustness")  # in the order they run and are shown
-EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "error": 3}
 
 
 # ---------------------------------------------------------------------------------------------- per case

@@ -172,10 +172,12 @@ class RobustnessSettings:
     noise: NoiseSettings | None
     rejection: RejectionSettings
     gates: GateTable
+    match: MatchSettings  # the retrieval stage's: a passage relevant to the case is never its distractor
 
     @classmethod
-    def read(cls, d: Mapping[str, Any]) -> RobustnessSettings:
-        return cls(NoiseSettings.read(d["noise"]) if d.get("noise") else None, RejectionSettings.read(d["rejection"]), d["gates"])
+    def read(cls, d: Mapping[str, Any], match: MatchSettings) -> RobustnessSettings:
+        return cls(NoiseSettings.read(d["noise"]) if d.get("noise") else None, RejectionSettings.read(d["rejection"]), d["gates"],
+                   match)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from gate.core.compare import (
     trend_comparison,
     worse_cases,
 )
-from gate.core.gates import DEFAULT_CONFIDENCE, Check, Comparison, GateDecision, decide, skipped, stage_status
+from gate.core.gates import DEFAULT_CONFIDENCE, Check, Comparison, Gated, GateDecision, decide, skipped, stage_status
 from gate.core.report import (
     CaseResult,
     GroupGate,
@@ -77,7 +77,7 @@ def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapp
                      or _noted(trend_comparison(name, samples, refs.history, metric, window), pairing.get(f"trend:{window}")))
         base = (same_run_comparison(pairing.get("baseline"), metric, value, confidence)
                 or _noted(baseline_comparison(name, samples, refs.baseline, metric), pairing.get("baseline")))
-        decision = decide(name, metric, gate, value, base, hib, refs.mismatch_policy, trend)
+        decision = decide(Gated(name, metric, hib), gate, value, base, trend, refs.mismatch_policy)
         if "by" in gate and decision.status != "error":
             decision = by_group(decision, gate, samples, refs)
         decisions.append(decision)
@@ -124,7 +124,7 @@ def by_group(overall: GateDecision, gate: Mapping[str, Any], samples: Sequence[C
         value = math.fsum(values) / len(values)
         before = [base_cases[i] for i in ids if i in current and i in base_cases]
         base = math.fsum(before) / len(before) if before else None
-        d = decide(overall.stage, metric, plain, value, base, hib, refs.mismatch_policy)
+        d = decide(Gated(overall.stage, metric, hib), plain, value, base, mismatch=refs.mismatch_policy)
         label = f"{by} {group} ({len(values)} cases)"
         records.append({"by": by, "group": group, "n": len(values), "value": value, "baseline": base, "delta": d.delta,
                         "status": d.status, "detail": d.reason})

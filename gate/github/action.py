@@ -123,9 +123,6 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
 
 
 def _main(env: dict[str, str]) -> int:
-    from gate.app import Outputs, run_and_write
-    from gate.pipeline import RunOptions
-
     token = action_input(env, "github-token")
     if env.get("GITHUB_WORKSPACE"):
         os.chdir(env["GITHUB_WORKSPACE"])
@@ -149,64 +146,88 @@ def _main(env: dict[str, str]) -> int:
     from gate.config.loader import load_spec
 
     mask(load_spec(config).secrets, masked)  # the values the loaded spec reads, however it names them
-    pull = ev.get("pull_request") or {}
-    pr = pull.get("number")
-    base_sha = (pull.get("base") or {}).get("sha")
-    head_sha = (pull.get("head") or {}).get("sha") or (None if pull else env.get("GITHUB_SHA"))
-    options = RunOptions(commit=env.get("GITHUB_SHA"), pull_request=(pr, head_sha), secrets=[token] if token else [],
-                         max_duration_s=_seconds(action_input(env, "max-duration-s")), run_url=run_page_url(env))
-    store = None
-    if client is not None:
+    job = Job(env, ev, client, token, mode)
+    if shard:
+        return _shard(env, config, shard, report_path, job.options())
+    report, mode = job.run(config, report_path)
+    return job.finish(report, mode, report_path, policy)
+
+
+class Job:
+    """One run of the action in mode gate, record or merge: its options, the run (or merge), then what the mode does
+    with the report (the job summary, annotations and outputs; the PR comment, or the history)."""
+
+    def __init__(self, env: dict[str, str], ev: Mapping[str, Any], client: Any, token: str, mode: str) -> None:
+        self.env, self.ev, self.client, self.token, self.mode = env, ev, client, token, mode
+        self.pull = ev.get("pull_request") or {}
+        self.store: Any = None
+
+    def options(self) -> Any:
+        from gate.run.options import RunOptions
+
+        env, pull = self.env, self.pull
+        head_sha = (pull.get("head") or {}).get("sha") or (None if pull else env.get("GITHUB_SHA"))
+        options = RunOptions(commit=env.get("GITHUB_SHA"), pull_request=(pull.get("number"), head_sha),
+                             secrets=[self.token] if self.token else [], max_duration_s=_seconds(action_input(env, "max-duration-s")),
+                             run_url=run_page_url(env))
+        if self.client is None:
+            return options
         from gate.github.history import ReadTolerant, RepoHistoryStore, baseline_chooser
 
-        store = RepoHistoryStore(client, path=action_input(env, "history-path", "rag-gate/history.jsonl"),
-                                 branch=action_input(env, "history-branch", "rag-gate-history"))
-        tolerant = mode == "gate" or (mode == "merge" and pr)  # a pull request's run never fails on the history
-        options = replace(options, history_store=ReadTolerant(store) if tolerant else store,
-                          choose_baseline=baseline_chooser(client, base_sha))
-    if shard:
-        return _shard(env, config, shard, report_path, options)
-    outputs = Outputs(report_path, *(str(Path(report_path).with_suffix(x)) for x in (".md", ".xml", ".html")))
-    if mode == "merge":
+        self.store = RepoHistoryStore(self.client, path=action_input(env, "history-path", "rag-gate/history.jsonl"),
+                                      branch=action_input(env, "history-branch", "rag-gate-history"))
+        tolerant = self.mode == "gate" or (self.mode == "merge" and pull.get("number"))  # a PR's run never fails on the history
+        return replace(options, history_store=ReadTolerant(self.store) if tolerant else self.store,
+                       choose_baseline=baseline_chooser(self.client, (pull.get("base") or {}).get("sha")))
+
+    def run(self, config: str, report_path: str) -> tuple[Report, str]:
+        """The report, and the mode to finish in (a merge finishes as one job would: gate on a PR, record on the default
+        branch)."""
+        from gate.app import Destinations, run_and_write
+
+        options = self.options()
+        to = Destinations(report_path, *(str(Path(report_path).with_suffix(x)) for x in (".md", ".xml", ".html")))
+        if self.mode != "merge":
+            with group("rag-gate: run"), commands_stopped():  # the run prints answers, ids and error bodies: never a command
+                return run_and_write(config, to, options), self.mode  # progress lines on stderr: counts and times only
         from gate.app import merge_and_write
 
         with group("rag-gate: merge"), commands_stopped():
-            caches = action_input(env, "caches")
+            caches = action_input(self.env, "caches")
             if caches:  # first: a file that is not a cache stops the job before anything is written
                 _fold_caches(config, Path(caches))
-            report = merge_and_write(config, [action_input(env, "parts", "rag-gate-parts")], outputs, options)
-        mode = "gate" if pr else default_mode(env, ev)  # then as one job would: comment on a PR, record on the default branch
-    else:
-        with group("rag-gate: run"), commands_stopped():  # the run prints answers, ids and error bodies: never a command
-            report = run_and_write(config, outputs, options)  # progress lines on stderr: counts and times only
-    code = report["exit_code"]
-    append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
-    for title, message in gate_annotations(report):
-        if title:
-            emit("error", message, title=title)
-        else:
-            emit("error", message)
-    set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": headline(report)})
-    if mode == "record" and store is not None:
-        with group("rag-gate: history"):
-            recorded = _record(env, store, report)
-        if not recorded:
-            return max(code, EXIT_ERROR)
-    elif mode == "record":
-        return max(code, fail(env, "rag-gate: history not recorded",
-                              "mode record needs a github-token (and GITHUB_REPOSITORY) to write the history branch", code=EXIT_ERROR))
-    elif mode == "gate" and pr and client is not None:
-        with group("rag-gate: PR comment"):
-            _comment(client, int(pr), report, policy)
-    elif mode == "gate" and pr:
-        emit("notice", "no github-token: the PR comment was skipped")
-    return code
+            report = merge_and_write(config, [action_input(self.env, "parts", "rag-gate-parts")], to, options)
+        return report, "gate" if self.pull.get("number") else default_mode(self.env, self.ev)
+
+    def finish(self, report: Report, mode: str, report_path: str, policy: str) -> int:
+        env, client, pr = self.env, self.client, self.pull.get("number")
+        code = report["exit_code"]
+        append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
+        for title, message in gate_annotations(report):
+            if title:
+                emit("error", message, title=title)
+            else:
+                emit("error", message)
+        set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": headline(report)})
+        if mode == "record" and self.store is not None:
+            with group("rag-gate: history"):
+                recorded = _record(env, self.store, report)
+            return code if recorded else max(code, EXIT_ERROR)
+        if mode == "record":
+            return max(code, fail(env, "rag-gate: history not recorded",
+                                  "mode record needs a github-token (and GITHUB_REPOSITORY) to write the history branch", code=EXIT_ERROR))
+        if mode == "gate" and pr and client is not None:
+            with group("rag-gate: PR comment"):
+                _comment(client, int(pr), report, policy)
+        elif mode == "gate" and pr:
+            emit("notice", "no github-token: the PR comment was skipped")
+        return code
 
 
 def _shard(env: Mapping[str, str], config: str, shard: str, part_path: str, options: Any) -> int:
     """One shard of a matrix: its part at ``part_path`` (upload it as an artifact for the merge job); no comment."""
     from gate.app import run_shard_and_write
-    from gate.shards import parse_shard
+    from gate.run.shards import parse_shard
 
     index, of = parse_shard(shard)
     with group(f"rag-gate: shard {index} of {of}"), commands_stopped():
@@ -224,7 +245,7 @@ def _fold_caches(config: str, folder: Path) -> None:
     """Mode merge: fold the shards' judge caches (every file under ``folder``) into the spec's cache file, for the
     workflow to save for the next run."""
     from gate.config.loader import load_spec
-    from gate.judges.cache import merge_caches
+    from gate.judges.cache_merge import merge_caches
 
     files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(("-wal", "-shm", "-journal"))) \
         if folder.is_dir() else []  # SQLite's side files belong to their database

@@ -20,6 +20,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -71,17 +72,28 @@ class _BearerAuth(requests.auth.AuthBase):
         return "<Bearer ***>"
 
 
-class GitHubClient:
-    """GitHub's REST API for one repository. ``sleep`` is injectable so tests never really wait."""
+@dataclass(frozen=True)
+class Retrying:
+    """How the client waits and retries: each request's timeout, the retries after the first attempt, the longest
+    Retry-After it waits, and how it sleeps (a test gives its own, so it never really waits)."""
 
-    def __init__(self, api_url: str | None, token: str, repository: str, *, timeout: float = 30.0, max_retries: int = 4,
-                 max_wait: float = 60.0, sleep: Callable[[float], None] = time.sleep, author: str | None = None) -> None:
+    timeout: float = 30.0
+    max_retries: int = 4
+    max_wait: float = 60.0
+    sleep: Callable[[float], None] = time.sleep
+
+
+class GitHubClient:
+    """GitHub's REST API for one repository."""
+
+    def __init__(self, api_url: str | None, token: str, repository: str, *, retrying: Retrying = Retrying(),
+                 author: str | None = None) -> None:
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", repository or ""):
             raise InputError(f"{repository!r} is not an owner/name repository", key="GITHUB_REPOSITORY")
         self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
         self.repository = repository
         self.author = author
-        self.timeout, self.max_retries, self.max_wait, self.sleep = timeout, max_retries, max_wait, sleep
+        self.timeout, self.max_retries, self.max_wait, self.sleep = retrying.timeout, retrying.max_retries, retrying.max_wait, retrying.sleep
         self.redactor = Redactor([token] if token else [])
         self._repo_path = f"/repos/{repository}"
         self.session = requests.Session()

@@ -81,6 +81,14 @@ class ReadTolerant:
         self.store = store
         self.warnings: list[str] = store.warnings
 
+    @property
+    def max_entries(self) -> int:
+        return self.store.max_entries
+
+    @max_entries.setter
+    def max_entries(self, value: int) -> None:
+        self.store.max_entries = value
+
     def read(self) -> list[HistoryEntry]:
         try:
             return list(self.store.read())

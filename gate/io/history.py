@@ -18,6 +18,7 @@ from gate.io.reports import appended_history, parse_history
 
 class HistoryStore(Protocol):
     warnings: list[str]  # lines that could not be read, each with its place and what is wrong
+    max_entries: int  # the newest entries an append keeps (the spec's history.max_entries: a run sets it)
 
     def read(self) -> list[HistoryEntry]: ...
 

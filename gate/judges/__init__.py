@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,6 +55,28 @@ class JudgeSettings:
     secrets: tuple[str, ...] = ()  # every secret of the run (the key included): no judge error may show one
 
 
+NO_JUDGE = "no judge configured (add judge: to the spec)"
+
+
+def resolve_judge(judge: Mapping[str, Any] | None, env: Mapping[str, str], secrets: Sequence[str] = ()) -> tuple[JudgeSettings | None, str]:
+    """The spec's ``judge:`` block (validated, defaults filled) as the settings a run uses, with its key read from the
+    environment variable it names: (settings, ""), or (None, why the judge cannot be used in this run). The one place
+    a judge block is read: every stage of a run, ``plan``, ``validate --ping`` and ``golden generate`` come here."""
+    if not judge:
+        return None, NO_JUDGE
+    key = None
+    if judge.get("api_key_env"):
+        key = env.get(judge["api_key_env"]) or None
+        if key is None:
+            return None, f"the judge's key {judge['api_key_env']} is not set in this run (a fork's pull request has no secrets)"
+    return JudgeSettings(
+        base_url=judge["base_url"], model=judge["model"], api_key=key, temperature=float(judge["temperature"]),
+        timeout_s=float(judge["timeout_s"]), max_retries=int(judge["max_retries"]), concurrency=int(judge["concurrency"]),
+        embeddings_model=judge.get("embeddings_model"), max_judge_calls=judge.get("max_judge_calls"),
+        prices=dict(judge.get("prices", {})), max_tokens=judge.get("max_tokens"), secrets=tuple(secrets),
+    ), ""
+
+
 def judge_cost(prices: Mapping[str, float], prompt: int, completion: int, embedding: int = 0) -> float | None:
     """What the tokens cost at ``judge.prices`` (per million tokens); None when no price is set."""
     if "input_per_million" not in prices and "output_per_million" not in prices:
@@ -78,6 +100,10 @@ class Engine(Protocol):
 
     async def score(self, metric: str, item: JudgeInput) -> float:
         """The score in [0, 1]. Raises JudgeError with the reason when it cannot be computed."""
+
+    def kept_steps(self, criterion: str) -> list[str] | None:
+        """A GEval criterion's evaluation steps as the cache keeps them; None when none are kept (or the engine has no
+        criteria)."""
 
     async def aclose(self) -> None: ...
 

@@ -10,7 +10,7 @@ never stored, so the next run asks again. Values are floats in [0, 1]; NaN is re
 
 Judge outputs that are texts rather than scores (a generated distractor passage, a refusal
 verdict) live in a second table of the same file under keys from ``text_cache_key`` (its
-own namespace: a text key never equals a score key). Same rules: only successful outputs,
+own namespace: a text key never equals a score key). Both key functions are in gate.judges.keys. Same rules: only successful outputs,
 never an empty text.
 
 The file is safe to share between processes (CI matrix jobs restoring one cache): WAL
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import math
 import os
@@ -54,15 +53,15 @@ from typing import Any, Protocol, TypeVar
 
 from gate.core.errors import InputError, RagGateError, RunError
 from gate.judges import JudgeInput
+from gate.judges.keys import ScoreSource, cache_key, text_cache_key
 
 SCHEMA_VERSION = 1
-KEY_FORMAT = 1  # part of every key: bump when the canonical JSON below changes
 CHUNK = 500  # keys per SELECT in get_many, well under any SQLite variable limit
 RETRIES = 5
 
 T = TypeVar("T")
 
-_HINT = "it is only a cache of judge scores and is rebuilt on the next run; or run with --no-cache"
+HINT = "it is only a cache of judge scores and is rebuilt on the next run; or run with --no-cache"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,65 +69,6 @@ class CacheStats:
     entries: int  # scores in the file now
     hits: int  # lookups answered from the cache by this object
     misses: int  # lookups not found by this object
-
-
-def cache_key(
-    engine: str,
-    engine_version: str,
-    metric: str,
-    model: str | None,
-    temperature: float | None,
-    prompt_fingerprint: str,
-    item: JudgeInput,
-) -> str:
-    """sha256 (hex) of a canonical JSON of every input that can change a score.
-
-    ``temperature`` is compared as a number: 0, 0.0 and -0.0 give the same key.
-    """
-    if temperature is not None:
-        temperature = float(temperature) + 0.0  # int -> float, -0.0 -> 0.0
-        if not math.isfinite(temperature):
-            raise ValueError(f"temperature must be a finite number, not {temperature}")
-    payload = {
-        "format": KEY_FORMAT,
-        "engine": engine,
-        "engine_version": engine_version,
-        "metric": metric,
-        "model": model,
-        "temperature": temperature,
-        "prompt_fingerprint": prompt_fingerprint,
-        "question": item.question,
-        "answer": item.answer,
-        "contexts": list(item.contexts),
-        "reference": item.ground_truth,  # the key keeps its original field name: cached scores stay valid
-    }
-    canonical = json.dumps(payload, sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
-
-
-def text_cache_key(kind: str, prompt_fingerprint: str, model: str | None, temperature: float | None, payload: dict[str, Any]) -> str:
-    """sha256 (hex) of a canonical JSON of everything that can change a judge-written text.
-
-    ``kind`` names the task (e.g. "distractor", "refusal"); ``payload`` holds its inputs
-    (JSON-serialisable, compared after canonical encoding: key order does not matter).
-    """
-    if temperature is not None:
-        temperature = float(temperature) + 0.0
-        if not math.isfinite(temperature):
-            raise ValueError(f"temperature must be a finite number, not {temperature}")
-    canonical = json.dumps(
-        {
-            "format": KEY_FORMAT,
-            "namespace": "text",  # never collides with a score key, whose JSON has no such field
-            "kind": kind,
-            "prompt_fingerprint": prompt_fingerprint,
-            "model": model,
-            "temperature": temperature,
-            "payload": payload,
-        },
-        sort_keys=True, ensure_ascii=True, separators=(",", ":"), allow_nan=False,
-    )
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
 def _checked_text(text: str) -> str:
@@ -153,16 +93,7 @@ def _checked(value: float) -> float:
 class ScoreCache(Protocol):
     """What the generation stage needs from a cache: JudgeCache or NullCache."""
 
-    def key(
-        self,
-        engine: str,
-        engine_version: str,
-        metric: str,
-        model: str | None,
-        temperature: float | None,
-        prompt_fingerprint: str,
-        item: JudgeInput,
-    ) -> str: ...
+    def key(self, source: ScoreSource, item: JudgeInput) -> str: ...
 
     def get(self, key: str) -> float | None: ...
 
@@ -275,7 +206,7 @@ class JudgeCache:
         changed; a key both hold keeps this cache's value: both are successful judgings of the same input). One
         transaction: a failure leaves this cache as it was. (scores added, texts added)."""
         tables = cache_tables(other)
-        uri = _read_only(other)
+        uri = read_only(other)
 
         def fold() -> tuple[int, int]:
             conn = self._conn
@@ -333,7 +264,7 @@ class JudgeCache:
                     raise InputError(
                         f"the judge cache has schema {found}, this rag-gate reads version {SCHEMA_VERSION}: delete the file",
                         file=str(self.path),
-                        hint=_HINT,
+                        hint=HINT,
                     )
                 if "texts" not in tables:  # a cache written before the text table existed
                     conn.execute(_CREATE_TEXTS)
@@ -342,7 +273,7 @@ class JudgeCache:
                     f"is a SQLite database but not a rag-gate judge cache (tables: {', '.join(sorted(tables))}): "
                     "delete it or point the cache somewhere else",
                     file=str(self.path),
-                    hint=_HINT,
+                    hint=HINT,
                 )
             else:
                 conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
@@ -380,14 +311,14 @@ class JudgeCache:
         """A file SQLite cannot read as a cache is a bad input (delete it); a place it cannot write is not (exit 3)."""
         message = str(exc).lower()
         if self.path.is_dir():
-            return InputError("is a folder, not a judge cache file: point cache.path at a file", file=str(self.path), hint=_HINT)
+            return InputError("is a folder, not a judge cache file: point cache.path at a file", file=str(self.path), hint=HINT)
         if any(s in message for s in ("readonly", "read-only", "unable to open", "disk i/o", "database or disk is full")):
             exists = "exists" if self.path.exists() else "does not exist yet"
             writable = os.access(self.path.parent, os.W_OK)
             where = f"the folder {self.path.parent} is not writable" if not writable else "the file or its folder cannot be written"
             return RunError(f"{self.path}: cannot write the judge cache ({exc}): the file {exists} and {where}",
                             hint="point cache.path at a writable folder (the CI cache restores it there), or run with --no-cache")
-        return InputError(f"is not a usable judge cache ({exc}): delete the file", file=str(self.path), hint=_HINT)
+        return InputError(f"is not a usable judge cache ({exc}): delete the file", file=str(self.path), hint=HINT)
 
 
 _CREATE_TEXTS = "CREATE TABLE IF NOT EXISTS texts (key TEXT PRIMARY KEY, text TEXT NOT NULL, created_at TEXT NOT NULL, meta TEXT NOT NULL)"
@@ -442,7 +373,7 @@ class NullCache:
         self.close()
 
 
-def _read_only(path: Path) -> str:
+def read_only(path: Path) -> str:
     return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
 
 
@@ -451,36 +382,12 @@ def cache_tables(path: Path) -> set[str]:
     if not path.is_file():
         raise InputError("no judge cache file here", file=str(path), hint="name the cache files the shards saved")
     try:
-        with contextlib.closing(sqlite3.connect(_read_only(path), uri=True)) as src:
+        with contextlib.closing(sqlite3.connect(read_only(path), uri=True)) as src:
             tables = {name for (name,) in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             version = src.execute("SELECT version FROM schema_version").fetchone() if "schema_version" in tables else None
     except sqlite3.Error as exc:
-        raise InputError(f"cannot be read as a judge cache ({exc})", file=str(path), hint=_HINT) from None
+        raise InputError(f"cannot be read as a judge cache ({exc})", file=str(path), hint=HINT) from None
     if version is None or version[0] != SCHEMA_VERSION or "scores" not in tables:
         raise InputError(f"is not a rag-gate judge cache of schema version {SCHEMA_VERSION} "
-                         f"(tables: {', '.join(sorted(tables)) or 'none'})", file=str(path), hint=_HINT)
+                         f"(tables: {', '.join(sorted(tables)) or 'none'})", file=str(path), hint=HINT)
     return tables
-
-
-@dataclass(frozen=True, slots=True)
-class Folded:
-    scores: int  # added
-    texts: int
-    total_scores: int  # in the cache now
-    total_texts: int
-
-
-def merge_caches(into: Path, caches: Iterable[Path]) -> Folded:
-    """Fold several judge cache files (one per shard) into ``into`` (created if need be): a later run, sharded
-    differently or not at all, finds every score any of them paid for."""
-    caches = list(caches)
-    for path in caches:  # every file checked before any is folded in: a bad one leaves ``into`` as it was
-        cache_tables(path)
-    scores = texts = 0
-    with JudgeCache(into) as cache:
-        for path in caches:
-            if path.resolve() == cache.path.resolve():
-                continue
-            s, t = cache.fold_in(path)
-            scores, texts = scores + s, texts + t
-        return Folded(scores, texts, cache.stats().entries, cache.text_stats().entries)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import inspect
 import json
 import os
@@ -31,6 +30,7 @@ import re
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from gate.core.digest import digest_parts
 from gate.judges import JudgeError, JudgeInput, JudgeSettings, checked_score, has_input, telemetry_off
 from gate.judges.client import JudgeClient
 
@@ -126,7 +126,7 @@ class DeepEvalEngine:
         if metric in self._criteria:
             params = "input, actual_output, retrieval_context" + (", expected_output" if _uses_reference(self._criteria[metric]) else "")
             parts += ["criteria", self._criteria[metric], f"params: {params}"]
-        digest = hashlib.sha256("\n\x1e".join(parts).encode()).hexdigest()
+        digest = digest_parts(parts)
         return f"deepeval/{key}/{digest}"
 
     async def score(self, metric: str, item: JudgeInput) -> float:

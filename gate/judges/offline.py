@@ -44,6 +44,9 @@ class OfflineEngine:
             return QUESTION_SCORERS[metric](item.answer, item.ground_truth, item.question)
         return SCORERS[metric](item.answer, item.ground_truth)
 
+    def kept_steps(self, criterion: str) -> list[str] | None:
+        return None  # no criteria here: GEval is deepeval's
+
     async def aclose(self) -> None:
         return None
 

@@ -35,12 +35,12 @@ a cached output changes without the text changing (e.g. how a reply is read).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gate.core.digest import digest_parts
 from gate.judges import JudgeError, JudgeSettings
 
 if TYPE_CHECKING:
@@ -130,8 +130,7 @@ def prompt_fingerprint(name: str) -> str:
     """sha256 (hex) of the prompt version, the system message and the prompt text of ``name``."""
     if name not in PROMPTS:
         raise KeyError(f"no rag-gate prompt named {name!r}; known: {', '.join(sorted(PROMPTS))}")
-    text = "\n\x1e".join([f"rag-gate prompt {PROMPT_VERSION}", name, SYSTEM, PROMPTS[name]])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return digest_parts([f"rag-gate prompt {PROMPT_VERSION}", name, SYSTEM, PROMPTS[name]])
 
 
 def distractor_payload(question: str, ground_truth: str, context: str | None, avoid: Sequence[str] = ()) -> dict[str, Any]:

@@ -23,11 +23,11 @@ and are shared by concurrent cases.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 from typing import Any, cast
 
+from gate.core.digest import digest_parts
 from gate.judges import JudgeError, JudgeInput, JudgeSettings, checked_score, has_input, telemetry_off
 from gate.judges.client import JudgeClient
 
@@ -102,7 +102,7 @@ class RagasEngine:
         parts = [f"ragas {self.version}", f"instructor {_instructor_version()}", class_name, json.dumps(params, sort_keys=True)]
         for attr, prompt in sorted(prompts, key=lambda pair: pair[0]):
             parts += [attr, *_prompt_parts(prompt)]
-        digest = hashlib.sha256("\n\x1e".join(parts).encode()).hexdigest()
+        digest = digest_parts(parts)
         return f"ragas/{class_name}/{digest}"
 
     async def score(self, metric: str, item: JudgeInput) -> float:
@@ -122,6 +122,9 @@ class RagasEngine:
         except Exception as exc:  # every failure of the library or the judge becomes a JudgeError
             raise (_no_statements(exc) or self._client.judge_error(exc)) from None
         return _checked(metric, getattr(result, "value", None))
+
+    def kept_steps(self, criterion: str) -> list[str] | None:
+        return None  # no criteria here: GEval is deepeval's
 
     async def aclose(self) -> None:
         return None

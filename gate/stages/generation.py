@@ -1,189 +1,197 @@
 """Generation stage: judge metrics on a fixed sample of answerable cases.
 
-Flow: plan the metrics (which engine computes which), pick the sample, look every (case,
-metric) up in the cache, judge the misses concurrently through the engines (one shared client
-and limit), store the new scores, re-judge a few cases for the self-check, and aggregate. A
-score that cannot be computed is recorded per case with its reason: never NaN, never 0, never
-dropped.
+Flow: which metrics can run (an LLM metric needs the judge), the sample, every (case, metric) looked up in the
+cache, the misses judged concurrently through the engines (one shared client and limit), fresh scores stored, a
+few cases judged again for the self-check, the paired runs' changed answers judged beside this run's, then
+``assemble``: the per-case results and each metric's mean. A merge of shards (gate.run.merge) ends in the same
+``assemble``. A score that cannot be computed is recorded per case with its reason: never NaN, never 0, never dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import os
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from gate.core.catalog import EngineMetric, engine_metrics
+from gate.core.catalog import EngineMetric
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.pairs import PairedRun, output_ref
-from gate.core.report import CaseResult, JudgeInfo, MetricDiff, SampleInfo, SelfCheck, StageMeasurement
-from gate.core.sampling import JUDGED_CASES, sample_from
-from gate.deadline import NO_DEADLINE, Deadline
-from gate.judges import Engine, JudgeSettings
-from gate.stages.judging import (
-    EngineFactory,
-    JudgeProgress,
-    Task,
-    build_engines,
-    close_all,
-    in_flight,
-    judge_input,
-    judge_settings,
-    judge_tasks,
-    missing_input,
-    split_cached,
-    storing,
-    task_key,
-    ticking,
-)
-from gate.stages.pairing import confirmed, plan_pairs, records, settle, to_confirm
-
-if TYPE_CHECKING:
-    from gate.judges.cache import ScoreCache
+from gate.core.report import CaseResult, JudgeInfo, MetricDiff, OutputRef, Pairing, SampleInfo, SelfCheck, StageMeasurement, Usage
+from gate.core.settings import GenerationSettings
+from gate.stages.context import StageContext
+from gate.stages.judging import JudgeSession, Result, Task, judge_input, missing_input, ticking
+from gate.stages.pairing import PairSet, confirmed, pair_up, records, settle, to_confirm
 
 
 @dataclass
-class Plan:
+class TaskList:
     """Which (case, metric) pairs to judge, and the reasons the others cannot be."""
 
+    runnable: list[EngineMetric]  # the metrics this run can compute (an LLM metric needs the judge)
     tasks: list[Task]
     errors: dict[str, dict[str, str]]  # case id -> metric -> why it was not judged
 
 
-def plan_tasks(sample: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], runnable: Sequence[EngineMetric],
-               engines: Mapping[str, Engine], settings: JudgeSettings | None, cache: ScoreCache) -> Plan:
+def make_tasks(sample: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], runnable: Sequence[EngineMetric],
+               session: JudgeSession) -> TaskList:
     tasks: list[Task] = []
     errors: dict[str, dict[str, str]] = {c.id: {} for c in sample}
     for case in sample:
         out = outputs[case.id]
         item = judge_input(case, out)
-        for p in runnable:
-            engine = engines[p.engine]
+        for m in runnable:
             if out.error is not None:
-                errors[case.id][p.name] = "the target call failed for this case"
+                errors[case.id][m.name] = "the target call failed for this case"
                 continue
-            missing = missing_input(engine.needs(p.metric), item)
+            missing = missing_input(session.needs(m), item)
             if missing:
-                errors[case.id][p.name] = missing
+                errors[case.id][m.name] = missing
                 continue
-            tasks.append(Task(case.id, p, item, task_key(cache, engine, p, settings, item)))
-    return Plan(tasks, errors)
+            tasks.append(session.task(case.id, m, item))
+    return TaskList(list(runnable), tasks, errors)
 
 
-def generation_stage(
-    cfg: Mapping[str, Any],
-    judge: Mapping[str, Any] | None,
-    cases: Sequence[GoldenCase],
-    outputs: Mapping[str, TargetOutput],
-    cache: ScoreCache,
-    *,
-    env: Mapping[str, str] | None = None,
-    engine_factory: EngineFactory = build_engines,
-    secrets: Sequence[str] = (),
-    deadline: Deadline = NO_DEADLINE,
-    references: Sequence[PairedRun] = (),
-    only: Collection[str] | None = None,
-    progress: JudgeProgress | None = None,
-) -> StageMeasurement:
-    """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage). ``references``: the
-    runs its relative gates compare with; every judged case is paired with each (gate.stages.pairing). ``only``: a
-    shard's case ids: the sample and the self-check's cases are drawn from every case, then restricted to them (so
-    the shards together judge what one run would), and the self-check keeps its differences for the merge."""
-    plans = engine_metrics(cfg)
-    not_evaluated: dict[str, str] = {}
-    settings, why_not = judge_settings(judge, os.environ if env is None else env, secrets=secrets)
-    runnable = []
-    for p in plans:
-        if p.engine != "offline" and settings is None:
-            not_evaluated[p.name] = f"not evaluated: {why_not}"
-        else:
-            runnable.append(p)
-    answerable = [c for c in cases if c.answerable]
-    sample = sample_from({"size": JUDGED_CASES, **cfg.get("sample", {})}, answerable)
-    info: SampleInfo = {"size": len(sample), "of": len(answerable), "ids": [c.id for c in sample]}
-    self_cfg = cfg.get("self_check")
-    check_ids = {c.id for c in sample[: int(self_cfg.get("cases", 10))]} if self_cfg else set()
-    if only is not None:
-        sample = [c for c in sample if c.id in only]
+@dataclass
+class SelfCheckScores:
+    """The self-check's |first - second| per metric over the re-judged cases, and the re-judgings with no pair."""
+
+    diffs: dict[str, list[float]]
+    errored: int
+    cases: int
+
+
+@dataclass
+class GenerationScores:
+    """What the stage judged, case by case: a run's (or a shard's), or the merge of its shards'. ``assemble`` makes
+    the stage from it."""
+
+    info: SampleInfo  # the sample as drawn from the whole golden set
+    sample: list[GoldenCase]  # the cases judged here (a shard's: its own)
+    runnable: list[EngineMetric]
+    per_case: dict[str, dict[str, float]]
+    errors: dict[str, dict[str, str]]
+    not_evaluated: dict[str, str]
+    judge: JudgeInfo
+    usage: Usage
+    budget_exceeded: bool = False
+    outputs: dict[str, OutputRef] = field(default_factory=dict)  # case id -> its judged answer and contexts (by text id)
+    texts: dict[str, str] = field(default_factory=dict)  # text id -> text
+    pairing: dict[str, Pairing] | None = None
+    self_check: SelfCheckScores | None = None
+
+
+def generation_stage(settings: GenerationSettings, ctx: StageContext, paired: Sequence[PairedRun] = ()) -> StageMeasurement:
+    """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage). ``paired``: the runs
+    its relative gates compare with; every judged case is paired with each (gate.stages.pairing). In a shard
+    (``ctx.only``) the sample and the self-check's cases are drawn from every case, then restricted to the shard's,
+    so the shards together judge what one run would, and the self-check keeps its differences for the merge."""
+    runnable = [m for m in settings.metrics if m.engine == "offline" or ctx.judge is not None]
+    not_evaluated = {m.name: f"not evaluated: {ctx.no_judge}" for m in settings.metrics if m not in runnable}
+    drawn = settings.sample.draw(ctx.cases)
+    info: SampleInfo = {"size": len(drawn), "of": sum(1 for c in ctx.cases if c.answerable), "ids": [c.id for c in drawn]}
+    check_ids = {c.id for c in drawn[: settings.self_check.cases]} if settings.self_check else set()
+    sample = ctx.mine(drawn)
     if not runnable:
         return {"skipped": "; ".join(sorted(set(not_evaluated.values()))) or "no metric to run", "metrics": {}, "samples": [],
                 "not_evaluated": not_evaluated, "warnings": [], "sample": info}
+    session = JudgeSession.open({m.engine for m in runnable}, ctx, settings.criteria)
+    work = make_tasks(sample, ctx.outputs, runnable, session)
+    judged = Judging(settings, ctx, session, work, check_ids)
+    pairs = pair_up(paired, sample, {c.id for c in ctx.cases}, work.tasks, {t.key for t in judged.todo}, session)
+    first, second = asyncio.run(judged.run(pairs))
+    scores = judged.scores(sample, info, first, not_evaluated)
+    if paired:
+        scores.pairing = records(pairs, [m.name for m in runnable], scores.judge)
+    if settings.self_check:
+        scores.self_check = self_check_scores(judged.recheck, second, scores.per_case)
+    return assemble(scores, settings, keep_diffs=ctx.only is not None)
 
-    engines, client = engine_factory({p.engine for p in runnable}, settings, dict(cfg.get("criteria", {})), cache)
-    model = settings.model if settings else ""
-    plan = plan_tasks(sample, outputs, runnable, engines, settings, cache)
-    cached, todo = split_cached(plan.tasks, cache)
-    recheck = [t for t in plan.tasks if t.case_id in check_ids and t.plan.engine != "offline"]
-    pairing = plan_pairs(references, sample, {c.id for c in cases}, plan.tasks, {t.key for t in todo}, engines, settings, cache)
-    fresh = list(pairing.fresh.values())
-    case_drop = {m: float(g["case_drop"]) for m, g in (cfg.get("gates") or {}).items() if "case_drop" in g}
-    store = storing(cache, model)
-    limit = in_flight(settings)
-    if progress is not None:
-        progress.start("generation", len(todo) + len(recheck) + len(fresh), usage=client.usage if client else None)
 
-    async def judge_all() -> tuple[dict[int, float | str], dict[int, float | str]]:
+class Judging:
+    """One stage's judging: the cache looked up, the misses, the self-check's and the pairs' tasks judged together."""
+
+    def __init__(self, settings: GenerationSettings, ctx: StageContext, session: JudgeSession, work: TaskList,
+                 check_ids: set[str]) -> None:
+        self.settings, self.ctx, self.session, self.work = settings, ctx, session, work
+        self.cached, self.todo = session.split_cached(work.tasks)
+        self.recheck = [t for t in work.tasks if t.case_id in check_ids and t.scored.engine != "offline"]
+        self.fresh: list[Task] = []
+
+    async def run(self, pairs: PairSet) -> tuple[dict[int, Result], dict[int, Result]]:
+        """(the main tasks' results, the self-check's second judgings), by index; the pairs settled and confirmed."""
+        session, deadline, progress = self.session, self.ctx.deadline, self.ctx.progress
+        self.fresh = list(pairs.fresh.values())
+        if progress is not None:
+            progress.start("generation", len(self.todo) + len(self.recheck) + len(self.fresh),
+                           usage=session.client.usage if session.client else None)
         try:
-            stored, counted = ticking(progress, "generation", store), ticking(progress, "generation")
-            first, second, again = await asyncio.gather(judge_tasks(todo, engines, on_result=stored, deadline=deadline, in_flight=limit),
-                                                        judge_tasks(recheck, engines, on_result=counted, deadline=deadline, in_flight=limit),
-                                                        judge_tasks(fresh, engines, on_result=stored, deadline=deadline, in_flight=limit))
-            settle(pairing, {t.key: first[i] for i, t in enumerate(todo)}, {t.key: again[i] for i, t in enumerate(fresh)}, cache, model)
-            confirm = to_confirm(pairing, case_drop, cache)
+            stored, counted = ticking(progress, "generation", session.store), ticking(progress, "generation")
+            first, second, again = await asyncio.gather(session.judge(self.todo, on_result=stored, deadline=deadline),
+                                                        session.judge(self.recheck, on_result=counted, deadline=deadline),
+                                                        session.judge(self.fresh, on_result=stored, deadline=deadline))
+            settle(pairs, {t.key: first[i] for i, t in enumerate(self.todo)}, {t.key: again[i] for i, t in enumerate(self.fresh)},
+                   session)
+            confirm = to_confirm(pairs, self.settings.case_drop, session.cache)
             if confirm:  # a drop above case_drop: both sides judged once more before the gate may fail on it
                 tasks = [t for _, ref, cur in confirm for t in (ref, cur)]
-                confirmed(confirm, await judge_tasks(tasks, engines, deadline=deadline, in_flight=limit), cache, model)
+                confirmed(confirm, await session.judge(tasks, deadline=deadline), session)
             return first, second
         finally:
-            await close_all(engines, client)
+            await session.aclose()
 
-    first, second = asyncio.run(judge_all())
-    results: dict[str, float | str] = {**cached, **{t.key: first[i] for i, t in enumerate(todo)}}
-    per_case: dict[str, dict[str, float]] = {c.id: {} for c in sample}
-    errors = plan.errors
-    for t in plan.tasks:
-        result = results[t.key]
-        if isinstance(result, float):
-            per_case[t.case_id][t.plan.name] = result
-        else:
-            errors[t.case_id][t.plan.name] = result  # the judge client redacted it (and the report is redacted whole)
+    def scores(self, sample: list[GoldenCase], info: SampleInfo, first: Mapping[int, Result],
+               not_evaluated: dict[str, str]) -> GenerationScores:
+        """The per-case scores and errors, the judged outputs, the judge and its usage."""
+        results: dict[str, Result] = {**self.cached, **{t.key: first[i] for i, t in enumerate(self.todo)}}
+        per_case: dict[str, dict[str, float]] = {c.id: {} for c in sample}
+        errors = self.work.errors
+        for t in self.work.tasks:
+            result = results[t.key]
+            if isinstance(result, float):
+                per_case[t.case_id][t.scored.name] = result
+            else:
+                errors[t.case_id][t.scored.name] = result  # the judge client redacted it (and the report is redacted whole)
+        session, runnable = self.session, self.work.runnable
+        usage = session.usage()
+        usage.update({"cache_hits": sum(1 for t in self.work.tasks if t.key in self.cached),
+                      "cache_misses": len(self.todo) + len(self.fresh)})
+        judge: JudgeInfo = {"model": session.model or None, "temperature": session.settings.temperature if session.settings else None,
+                            "engines": {name: e.version for name, e in session.engines.items()},
+                            "prompts": {m.name: session.engines[m.engine].prompt_fingerprint(m.metric) for m in runnable}}
+        scores = GenerationScores(info, sample, runnable, per_case, errors, not_evaluated, judge, usage, session.budget_exceeded)
+        for c in sample:
+            out = self.ctx.outputs[c.id]
+            if out.error is None:
+                scores.outputs[c.id] = output_ref(out.answer, out.contexts, scores.texts)
+        return scores
 
-    samples, metrics = aggregate(sample, runnable, per_case, errors, not_evaluated)
-    texts: dict[str, str] = {}
+
+def assemble(scores: GenerationScores, settings: GenerationSettings, *, keep_diffs: bool = False) -> StageMeasurement:
+    """The stage from its per-case scores: each metric's mean over the cases that have it, the error counts, the
+    judged outputs, the pairs and the self-check (``keep_diffs``: a shard keeps its differences for the merge)."""
+    samples, metrics = aggregate(scores.sample, scores.runnable, scores.per_case, scores.errors, scores.not_evaluated)
     for s in samples:
-        out = outputs[s["id"]]
-        if out.error is None:
-            s["output"] = output_ref(out.answer, out.contexts, texts)
-    attempted = len(sample) * len(runnable)
-    failed = sum(len(e) for e in errors.values())
-    usage = client.usage() if client is not None else {"calls": 0}
-    usage.update({"cache_hits": sum(1 for t in plan.tasks if t.key in cached), "cache_misses": len(todo) + len(fresh)})
-    judge_info: JudgeInfo = {"model": model or None, "temperature": settings.temperature if settings else None,
-                             "engines": {name: e.version for name, e in engines.items()},
-                             "prompts": {p.name: engines[p.engine].prompt_fingerprint(p.metric) for p in runnable}}
+        if s["id"] in scores.outputs:
+            s["output"] = scores.outputs[s["id"]]
+    attempted = len(scores.sample) * len(scores.runnable)
+    failed = sum(len(e) for e in scores.errors.values())
     stage: StageMeasurement = {
-        "sample": info,
-        "metrics": metrics,
-        "samples": samples,
-        "not_evaluated": not_evaluated,
-        "warnings": [],
-        "judge": judge_info,
-        "usage": usage,
+        "sample": scores.info, "metrics": metrics, "samples": samples, "not_evaluated": scores.not_evaluated, "warnings": [],
+        "judge": scores.judge, "usage": scores.usage,
         "scores": {"attempted": attempted, "errored": failed, "error_rate": failed / attempted if attempted else 0.0},
-        "budget_exceeded": bool(client is not None and getattr(client, "budget_exceeded", False)),
+        "budget_exceeded": scores.budget_exceeded,
     }
-    if references:
-        stage["pairing"] = records(pairing, [p.name for p in runnable], judge_info)
-    stage["texts"] = texts
-    if self_cfg:
-        diffs, errored = self_check_diffs(recheck, second, per_case)
-        stage["self_check"] = self_check(diffs, errored, len({t.case_id for t in recheck}), [p.name for p in runnable],
-                                         float(self_cfg.get("max_diff", 0.02)), self_cfg.get("on_unstable", "warn"))
-        if only is not None:
-            stage["self_check"]["diffs"] = diffs
+    if scores.pairing is not None:
+        stage["pairing"] = scores.pairing
+    stage["texts"] = scores.texts
+    check = settings.self_check
+    if check is not None and scores.self_check is not None:
+        sc = scores.self_check
+        stage["self_check"] = self_check(sc.diffs, sc.errored, sc.cases, [m.name for m in scores.runnable], check.max_diff,
+                                         check.on_unstable)
+        if keep_diffs:
+            stage["self_check"]["diffs"] = sc.diffs
     return stage
 
 
@@ -197,28 +205,28 @@ def aggregate(sample: Sequence[GoldenCase], runnable: Sequence[EngineMetric], pe
         for c in sample
     ]
     metrics: dict[str, float] = {}
-    for p in runnable:
-        values = [per_case[c.id][p.name] for c in sample if p.name in per_case[c.id]]
+    for m in runnable:
+        values = [per_case[c.id][m.name] for c in sample if m.name in per_case[c.id]]
         if values:
-            metrics[p.name] = math.fsum(values) / len(values)
+            metrics[m.name] = math.fsum(values) / len(values)
         else:
-            not_evaluated[p.name] = "every judged case errored" if sample else "the sample is empty"
+            not_evaluated[m.name] = "every judged case errored" if sample else "the sample is empty"
     return samples, metrics
 
 
-def self_check_diffs(recheck: Sequence[Task], second: Mapping[int, float | str],
-                     per_case: Mapping[str, Mapping[str, float]]) -> tuple[dict[str, list[float]], int]:
+def self_check_scores(recheck: Sequence[Task], second: Mapping[int, Result],
+                      per_case: Mapping[str, Mapping[str, float]]) -> SelfCheckScores:
     """|first - second| per metric over the re-judged cases, and how many re-judgings had no pair to compare."""
     diffs: dict[str, list[float]] = {}
     errored = 0
     for i, t in enumerate(recheck):
         again = second.get(i)
-        first = per_case.get(t.case_id, {}).get(t.plan.name)
+        first = per_case.get(t.case_id, {}).get(t.scored.name)
         if not isinstance(again, float) or first is None:
             errored += 1
             continue
-        diffs.setdefault(t.plan.name, []).append(abs(first - again))
-    return diffs, errored
+        diffs.setdefault(t.scored.name, []).append(abs(first - again))
+    return SelfCheckScores(diffs, errored, len({t.case_id for t in recheck}))
 
 
 def self_check(diffs: Mapping[str, Sequence[float]], errored: int, cases: int, metrics: Sequence[str], max_diff: float,

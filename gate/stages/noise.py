@@ -19,37 +19,24 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from gate.core.catalog import EngineMetric
 from gate.core.model import Answer, GoldenCase, TargetOutput
-from gate.core.ranking import id_mapper
 from gate.core.report import CaseResult, Distractor, NoiseInfo, Usage
-from gate.core.sampling import sample_from
+from gate.core.settings import MatchSettings, NoiseSettings
 from gate.core.textmatch import squad_tokens, text_matches
+from gate.core.usage import sum_usage
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.judges import JudgeInput, JudgeSettings
-from gate.stages.judging import (
-    NOISE_ANSWERS,
-    JudgeProgress,
-    Task,
-    build_engines,
-    close_all,
-    in_flight,
-    judge_tasks,
-    merge_usage,
-    split_cached,
-    storing,
-    task_key,
-    ticking,
-)
+from gate.stages.context import NOISE_ANSWERS, StageContext
+from gate.stages.judging import JudgeSession, Task, ticking
 
 if TYPE_CHECKING:
     from gate.judges.cache import ScoreCache
-    from gate.targets import ContextAnswerer
+    from gate.targets import Target
 
 # noise.method in the report when correctness is offline (gate.core.textmatch.answer_bearing_f1)
 OFFLINE_METHOD = "offline (token F1 on the words of ground_truth not in the question; its numbers required)"
@@ -74,21 +61,19 @@ def corpus_candidates(outputs: Mapping[str, TargetOutput]) -> dict[str, str]:
 
 
 def pick_corpus_distractors(
-    case: GoldenCase, contexts: Sequence[str], pool: Mapping[str, str], k: int, match: Mapping[str, Any]
+    case: GoldenCase, contexts: Sequence[str], pool: Mapping[str, str], k: int, match: MatchSettings
 ) -> list[tuple[str, str]]:
     """The k passages of the pool closest to the question in words, never a relevant one (at the
     matching level the retrieval stage uses) nor one already among the case's contexts."""
-    to_id = id_mapper(match)
+    to_id = match.to_id()
     relevant = {to_id(r) for r in case.relevant} | set(case.relevant)
     q = set(squad_tokens(case.question))
     own = set(contexts)
     scored = []
-    by_text = match.get("level") == "text"
-    min_overlap = float(match.get("min_overlap", 0.8))
     for doc_id, text in pool.items():
         if doc_id in relevant or to_id(doc_id) in relevant or text in own:
             continue
-        if by_text and any(text_matches(t, text, min_overlap) for t in case.relevant_texts):
+        if match.by_text and any(text_matches(t, text, match.min_overlap) for t in case.relevant_texts):
             continue  # a passage that answers the question is no distractor
         words = set(squad_tokens(text))
         overlap = len(q & words) / (len(q | words) or 1)
@@ -107,23 +92,10 @@ def inject(contexts: Sequence[str], distractors: Sequence[str], position: str, r
     return [*contexts[:at], *distractors, *contexts[at:]]
 
 
-def correctness_plan(cfg: Mapping[str, Any]) -> EngineMetric:
-    """ragas answer_correctness, a deepeval GEval correctness criterion, or offline answer-bearing token F1:
-    F1 on the ground truth's words that the question does not give, its numbers required (plain token F1
-    with the ground truth, which template-alike wrong answers pass, is not used: see
-    gate.core.textmatch.answer_bearing_f1)."""
-    c = cfg.get("correctness", {})
-    if c.get("method", "offline") != "judge":
-        return EngineMetric("correctness", "offline", "answer_bearing_f1")
-    if c.get("engine", "ragas") == "deepeval":
-        return EngineMetric("correctness", "deepeval", "correctness")
-    return EngineMetric("correctness", "ragas", "answer_correctness")
-
-
 # ---------------------------------------------------------------------------------- calls
 
 
-def answer_all(target: ContextAnswerer, jobs: Sequence[tuple[GoldenCase, list[str]]], concurrency: int,
+def answer_all(target: Target, jobs: Sequence[tuple[GoldenCase, list[str]]], concurrency: int,
                deadline: Deadline = NO_DEADLINE, on_done: Callable[[], None] | None = None) -> list[Answer]:
     """The target's answer to each (case, contexts), ``concurrency`` at a time (``on_done`` told after each). Never
     raises per job."""
@@ -183,40 +155,47 @@ async def generate_distractors(cases: Sequence[GoldenCase], contexts: Mapping[st
 # ---------------------------------------------------------------------------------- the test
 
 
+@dataclass(frozen=True)
+class NoiseSources:
+    """Where distractors and answers come from besides the target: a results file's precomputed noise answers (then
+    the target is not asked), and a file of distractors written per case (``source: file``)."""
+
+    precomputed: Mapping[str, Mapping[str, Any]] | None = None
+    file: Mapping[str, list[str]] = field(default_factory=dict)
+
+
 @dataclass
 class NoiseRun:
     """The noise test of one run, as it goes through its three steps."""
 
+    settings: NoiseSettings
+    ctx: StageContext
     sample: list[GoldenCase]
     contexts: dict[str, list[str]]  # case id -> the target's own contexts
     rows: dict[str, CaseResult]  # case id -> the case's result so far (``error`` set: it stops there)
-    k: int
-    position: str
-    source: str
     usage: Usage = field(default_factory=lambda: cast(Usage, {}))
 
     def live(self) -> list[GoldenCase]:
         return [c for c in self.sample if self.rows[c.id]["error"] is None]
 
 
-def choose_distractors(run: NoiseRun, outputs: Mapping[str, TargetOutput], settings: JudgeSettings | None, cache: ScoreCache,
-                       match: Mapping[str, Any], precomputed: Mapping[str, Mapping[str, Any]] | None,
-                       file_distractors: Mapping[str, list[str]]) -> None:
+def choose_distractors(run: NoiseRun, match: MatchSettings, sources: NoiseSources) -> None:
     """Step 1: each case's distractors (``distractors`` of its row); a case with none errors."""
     chosen: dict[str, list[Distractor]] = {}
+    k, precomputed = run.settings.distractors, sources.precomputed
     if precomputed is not None:
         for c in run.sample:
             chosen[c.id] = [{"id": None, "text": t} for t in precomputed.get(c.id, {}).get("distractors", [])]
-    elif run.source == "corpus":
-        pool = corpus_candidates(outputs)
+    elif run.settings.source == "corpus":
+        pool = corpus_candidates(run.ctx.outputs)
         for c in run.sample:
-            chosen[c.id] = [{"id": i, "text": t} for i, t in pick_corpus_distractors(c, run.contexts[c.id], pool, run.k, match)]
-    elif run.source == "file":
+            chosen[c.id] = [{"id": i, "text": t} for i, t in pick_corpus_distractors(c, run.contexts[c.id], pool, k, match)]
+    elif run.settings.source == "file":
         for c in run.sample:
-            chosen[c.id] = [{"id": None, "text": t} for t in file_distractors.get(c.id, [])[: run.k]]
+            chosen[c.id] = [{"id": None, "text": t} for t in sources.file.get(c.id, [])[:k]]
     else:
-        assert settings is not None
-        made, run.usage = asyncio.run(generate_distractors(run.sample, run.contexts, run.k, settings, cache))
+        assert run.ctx.judge is not None
+        made, run.usage = asyncio.run(generate_distractors(run.sample, run.contexts, k, run.ctx.judge, run.ctx.cache))
         for c in run.sample:
             got = made[c.id]
             if isinstance(got, str):
@@ -230,66 +209,72 @@ def choose_distractors(run: NoiseRun, outputs: Mapping[str, TargetOutput], setti
         run.rows[c.id]["distractors"] = chosen[c.id]
 
 
-def answer_clean_and_noisy(run: NoiseRun, outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int,
-                           precomputed: Mapping[str, Mapping[str, Any]] | None, seed: int, deadline: Deadline = NO_DEADLINE,
-                           progress: JudgeProgress | None = None) -> int:
+def precomputed_answers(run: NoiseRun, precomputed: Mapping[str, Mapping[str, Any]]) -> None:
+    """Step 2 from a results file: the clean and noisy answers its lines carry."""
+    for c in run.live():
+        pre = precomputed.get(c.id)
+        row = run.rows[c.id]
+        if pre is None:
+            row["error"] = "no noise.noisy_answer for this case in the results file"
+            continue
+        row["clean_answer"] = pre.get("clean_answer", run.ctx.outputs[c.id].answer)
+        row["noisy_answer"], row["position"] = pre["noisy_answer"], "(precomputed)"
+
+
+def answer_clean_and_noisy(run: NoiseRun, target: Target) -> int:
     """Step 2: the answer from the case's own contexts and from them with the distractors injected; the target calls made."""
-    live = run.live()
-    if precomputed is not None or target is None:
-        for c in live:
-            pre = (precomputed or {}).get(c.id)
-            row = run.rows[c.id]
-            if pre is None:
-                row["error"] = "no noise.noisy_answer for this case in the results file"
-                continue
-            row["clean_answer"] = pre.get("clean_answer", outputs[c.id].answer)
-            row["noisy_answer"], row["position"] = pre["noisy_answer"], "(precomputed)"
-        return 0
+    live, position, progress = run.live(), run.settings.position, run.ctx.progress
     # one generator per case, seeded by the case: a case's noisy contexts do not depend on which cases come before it
-    noisy = {c.id: inject(run.contexts[c.id], [d["text"] or "" for d in run.rows[c.id].get("distractors", [])], run.position,
-                          random.Random(f"{seed}\x00{c.id}")) for c in live}
+    noisy = {c.id: inject(run.contexts[c.id], [d["text"] or "" for d in run.rows[c.id].get("distractors", [])], position,
+                          random.Random(f"{run.settings.seed}\x00{c.id}")) for c in live}
     jobs = [(c, run.contexts[c.id]) for c in live] + [(c, noisy[c.id]) for c in live]
     if progress is not None and jobs:
         progress.start(NOISE_ANSWERS, len(jobs), unit="answer")
-    answers = answer_all(target, jobs, concurrency, deadline, None if progress is None else lambda: progress.done(NOISE_ANSWERS))
+    answers = answer_all(target, jobs, target.concurrency, run.ctx.deadline,
+                         None if progress is None else lambda: progress.done(NOISE_ANSWERS))
     for i, c in enumerate(live):
         clean, dirty, row = answers[i], answers[len(live) + i], run.rows[c.id]
         bad = clean.error or dirty.error
         if bad:
             row["error"] = f"the target's answer from contexts failed: {bad}"
             continue
-        row["clean_answer"], row["noisy_answer"], row["position"] = clean.text, dirty.text, run.position
+        row["clean_answer"], row["noisy_answer"], row["position"] = clean.text, dirty.text, position
     return len(jobs)
 
 
-def judge_correctness(run: NoiseRun, plan: EngineMetric, settings: JudgeSettings | None, cache: ScoreCache, threshold: float,
-                      deadline: Deadline = NO_DEADLINE, progress: JudgeProgress | None = None) -> Usage:
-    """Step 3: both answers scored against ground_truth (cached; identical answers judged once); the judge usage."""
-    engines, client = build_engines({plan.engine}, settings, {"correctness": CORRECTNESS_CRITERION}, cache)
-    engine = engines[plan.engine]
-    model = settings.model if settings and plan.engine != "offline" else ""
+def correctness_tasks(run: NoiseRun, session: JudgeSession) -> list[Task]:
+    """Both answers of every live case, against its ground truth, with the same (clean) contexts, so that identical
+    answers share one cache entry and one judge call. A case without a ground truth errors."""
+    scored = run.settings.correctness.metric()
     tasks: list[Task] = []
     for c in run.live():
         row = run.rows[c.id]
         if not c.ground_truth:
             row["error"] = "the golden case has no ground_truth to judge correctness against"
             continue
-        # correctness is judged against ground_truth; both answers get the same (clean) contexts so that
-        # identical answers share one cache entry and one judge call
         for which, answer in (("clean", row.get("clean_answer")), ("noisy", row.get("noisy_answer"))):
             item = JudgeInput(question=c.question, answer=answer or "", contexts=tuple(run.contexts[c.id]), ground_truth=c.ground_truth)
-            tasks.append(Task(f"{c.id}\x00{which}", plan, item, task_key(cache, engine, plan, settings, item)))
-    cached, todo = split_cached(tasks, cache)
+            tasks.append(session.task(f"{c.id}\x00{which}", scored, item))
+    return tasks
+
+
+def judge_correctness(run: NoiseRun) -> Usage:
+    """Step 3: both answers scored against ground_truth (cached; identical answers judged once); the judge usage."""
+    correctness = run.settings.correctness
+    scored = correctness.metric()
+    session = JudgeSession.open({scored.engine}, run.ctx, {"correctness": CORRECTNESS_CRITERION})
+    tasks = correctness_tasks(run, session)
+    cached, todo = session.split_cached(tasks)
+    progress = run.ctx.progress
 
     async def judge_all() -> dict[int, float | str]:
         try:
-            return await judge_tasks(todo, engines, on_result=ticking(progress, "robustness", storing(cache, model)), deadline=deadline,
-                                     in_flight=in_flight(settings))
+            return await session.judge(todo, on_result=ticking(progress, "robustness", session.store), deadline=run.ctx.deadline)
         finally:
-            await close_all(engines, client)
+            await session.aclose()
 
-    if progress is not None and todo and plan.engine != "offline":
-        progress.start("robustness", len(todo), usage=client.usage if client else None)
+    if progress is not None and todo and scored.engine != "offline":
+        progress.start("robustness", len(todo), usage=session.client.usage if session.client else None)
     fresh = asyncio.run(judge_all()) if todo else {}
     by_key: dict[str, float | str] = {**cached, **{t.key: fresh[i] for i, t in enumerate(todo)}}
     scores = {t.case_id: by_key[t.key] for t in tasks}
@@ -299,42 +284,39 @@ def judge_correctness(run: NoiseRun, plan: EngineMetric, settings: JudgeSettings
             score = scores.get(f"{c.id}\x00{which}")
             if isinstance(score, float):
                 row["metrics"][f"{which}_score"] = score
-                row[f"{which}_correct"] = score >= threshold  # type: ignore[literal-required]
+                row[f"{which}_correct"] = score >= correctness.threshold  # type: ignore[literal-required]
             else:
                 row["error"] = f"judging the {which} answer failed: {score}"
         if row["error"] is None:
             row["flipped"] = bool(row["clean_correct"] and not row["noisy_correct"])
-    usage = merge_usage(client.usage() if client is not None else {"calls": 0})
+    usage = sum_usage([session.usage()])
     usage.update({"cache_hits": len(tasks) - len(todo), "cache_misses": len(todo)})
     return usage
 
 
-def noise_test(
-    cfg: Mapping[str, Any], plan: EngineMetric, settings: JudgeSettings | None, cases: Sequence[GoldenCase],
-    outputs: Mapping[str, TargetOutput], target: ContextAnswerer | None, concurrency: int, cache: ScoreCache,
-    match: Mapping[str, Any], precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
-    deadline: Deadline = NO_DEADLINE, only: Collection[str] | None = None, progress: JudgeProgress | None = None,
-) -> tuple[list[CaseResult], int, NoiseInfo]:
+def noise_test(settings: NoiseSettings, ctx: StageContext, target: Target | None, match: MatchSettings,
+               sources: NoiseSources) -> tuple[list[CaseResult], int, NoiseInfo]:
     """Per-case noise rows, the number of target calls made, and how the test ran (with its judge usage).
-    ``target`` None: the answers come from ``precomputed`` (a results file's noise.noisy_answer). The sample is drawn
-    from every answerable case, whatever the target answered (a failed call is the row's error), then restricted to
-    ``only`` (a shard's cases), so it never depends on another shard's outputs."""
-    sample = sample_from(cfg.get("sample", {}), [c for c in cases if c.answerable])
-    if only is not None:
-        sample = [c for c in sample if c.id in only]
-    run = NoiseRun(sample=sample, contexts={c.id: list(outputs[c.id].contexts) for c in sample},
-                   rows={c.id: {"id": c.id, "metrics": {}, "error": None if outputs[c.id].error is None else
-                                "the target call failed for this case"} for c in sample}, k=int(cfg.get("distractors", 2)),
-                   position=cfg.get("position", "front"), source=cfg.get("source", "corpus"))
-    choose_distractors(run, outputs, settings, cache, match, precomputed, file_distractors)
-    calls = answer_clean_and_noisy(run, outputs, target, concurrency, precomputed, int(cfg.get("seed", 0)), deadline, progress)
-    threshold = float(cfg.get("correctness", {}).get("threshold", 0.5))
-    judged = judge_correctness(run, plan, settings, cache, threshold, deadline, progress)
-    info: NoiseInfo = {**merge_usage(judged, run.usage), "cache_hits": judged.get("cache_hits", 0),  # type: ignore[typeddict-item]
+    ``target`` None: the answers come from ``sources.precomputed`` (a results file's noise.noisy_answer). The sample
+    is drawn from every answerable case, whatever the target answered (a failed call is the row's error), then
+    restricted to the shard's cases, so it never depends on another shard's outputs."""
+    sample = ctx.mine(settings.sample.draw(ctx.cases))
+    run = NoiseRun(settings, ctx, sample, {c.id: list(ctx.outputs[c.id].contexts) for c in sample},
+                   {c.id: {"id": c.id, "metrics": {}, "error": None if ctx.outputs[c.id].error is None else
+                           "the target call failed for this case"} for c in sample})
+    choose_distractors(run, match, sources)
+    calls = 0
+    if target is None:
+        precomputed_answers(run, sources.precomputed or {})
+    else:
+        calls = answer_clean_and_noisy(run, target)
+    judged = judge_correctness(run)
+    info: NoiseInfo = {**sum_usage([judged, run.usage]), "cache_hits": judged.get("cache_hits", 0),  # type: ignore[typeddict-item]
                        "cache_misses": judged.get("cache_misses", 0),
-                       "method": "judge" if plan.engine != "offline" else OFFLINE_METHOD,
-                       "threshold": threshold, "source": "precomputed" if precomputed is not None else run.source,
-                       "distractors": run.k, "position": run.position}
+                       "method": "judge" if settings.correctness.judged else OFFLINE_METHOD,
+                       "threshold": settings.correctness.threshold,
+                       "source": "precomputed" if target is None else settings.source,
+                       "distractors": settings.distractors, "position": settings.position}
     for c in sample:
         run.rows[c.id].setdefault("distractors", [])
     return [run.rows[c.id] for c in sample], calls, info

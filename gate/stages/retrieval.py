@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
-from typing import Any
 
 from gate.core.catalog import MetricName
 from gate.core.model import GoldenCase, TargetOutput
-from gate.core.ranking import CaseScorer, aggregate, first_ranks, health_metrics, id_mapper, map_relevant, metric_function
+from gate.core.ranking import CaseScorer, aggregate, first_ranks, health_metrics, map_relevant, metric_function
 from gate.core.report import CaseResult, GroupMetrics, StageMeasurement
+from gate.core.settings import MatchSettings, RetrievalSettings
 from gate.core.textmatch import text_matches
 
 _ID = attrgetter("id")
@@ -31,13 +31,11 @@ def text_ids(texts: Sequence[str], output: TargetOutput, min_overlap: float) -> 
     return ids, {f"text:{j}": 1 for j in range(1, len(texts) + 1)}
 
 
-def stale_labels(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], match: Mapping[str, Any]) -> str | None:
+def stale_labels(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], match: MatchSettings) -> str | None:
     """The sentence saying the relevance labels look stale, when under 1 % of the distinct ids the target retrieved for
     answerable cases are relevant to any golden case (at the matching level): a re-chunked or re-keyed corpus renames
     every id, and every retrieval gate would report a collapse that is not one. None otherwise (or under 20 ids)."""
-    level = match.get("level", "exact")
-    min_overlap = float(match.get("min_overlap", 0.8))
-    to_id = id_mapper(match)
+    level, min_overlap, to_id = match.level, match.min_overlap, match.to_id()
     known: set[str] = set()
     retrieved: set[str] = set()
     answered = [c for c in cases if c.answerable and outputs[c.id].error is None]
@@ -69,24 +67,21 @@ def _aggregate_all(metrics: Sequence[MetricName], scorers: list[CaseScorer], val
 
 
 def retrieval_stage(
+    settings: RetrievalSettings,
     cases: Sequence[GoldenCase],
     outputs: Mapping[str, TargetOutput],
-    metrics: Sequence[MetricName],
-    match: Mapping[str, Any],
     groups: dict[str, dict[str, list[str]]] | None = None,
-    reference_k: int | None = None,
+    cutoff: int | None = None,
 ) -> StageMeasurement:
     """Metrics, per-case samples, breakdowns and health figures of the retrieval stage.
 
-    Only answerable cases are scored; errored cases are listed, never scored as 0. ``reference_k`` is the
-    cut-off a relevant id must stay within (the smallest k of the metrics): the worse-case list says when one left it.
+    Only answerable cases are scored; errored cases are listed, never scored as 0. ``cutoff`` is the rank a
+    relevant id must stay within (the smallest k of the metrics): the worse-case list says when one left it.
     """
-    level = match.get("level", "exact")
-    exact = level != "document"
-    to_id = id_mapper(match)
-    min_overlap = float(match.get("min_overlap", 0.8))
+    metrics = settings.metrics
     names = [m.name for m in metrics]
     functions = [metric_function(m) for m in metrics]
+    ranked = _ranking(settings.match)
     samples: list[CaseResult] = []
     scorers: list[CaseScorer] = []
     rows: list[list[float]] = []
@@ -97,21 +92,11 @@ def retrieval_stage(
         if not case.answerable:
             excluded[case.type] = excluded.get(case.type, 0) + 1
             continue
-        if out.error is not None:
-            samples.append({"id": case.id, "metrics": {}, "error": out.error})
+        got = ranked(case, out) if out.error is None else out.error
+        if isinstance(got, str):
+            samples.append({"id": case.id, "metrics": {}, "error": got})
             continue
-        if level == "text":
-            if not case.relevant_texts:
-                samples.append({"id": case.id, "metrics": {}, "error": "the case has no relevant_texts (match.level: text)"})
-                continue
-            ids, relevant = text_ids(case.relevant_texts, out, min_overlap)
-        else:
-            if not case.relevant:
-                samples.append({"id": case.id, "metrics": {}, "error": "the case has no relevant_doc_ids (its relevant_texts "
-                                "count with match.level: text)"})
-                continue
-            relevant = case.relevant if exact else map_relevant(case.relevant, to_id)
-            ids = _ids(out, None if exact else to_id)
+        ids, relevant = got
         ranks = first_ranks(ids, relevant)
         scorer = CaseScorer.from_ranks(ranks, relevant)
         row = [f(scorer) for f in functions]
@@ -133,11 +118,32 @@ def retrieval_stage(
         "not_evaluated": {m.name: "no answerable case was scored" for m in metrics if not scorers},
         "warnings": [],
     }
-    if reference_k is not None:
-        stage["reference_k"] = reference_k
+    if cutoff is not None:
+        stage["reference_k"] = cutoff  # the report's name for the cut-off
     if groups:
         stage["breakdown"] = breakdown(groups, scored, metrics)
     return stage
+
+
+Ranked = Callable[[GoldenCase, TargetOutput], "tuple[list[str], dict[str, int]] | str"]
+
+
+def _ranking(match: MatchSettings) -> Ranked:
+    """The function that gives a case's ranked ids and relevant ids at the matching level, or why it cannot be scored."""
+    to_id = match.to_id()
+    exact = match.level != "document"
+
+    def by_text(case: GoldenCase, out: TargetOutput) -> tuple[list[str], dict[str, int]] | str:
+        if not case.relevant_texts:
+            return "the case has no relevant_texts (match.level: text)"
+        return text_ids(case.relevant_texts, out, match.min_overlap)
+
+    def by_id(case: GoldenCase, out: TargetOutput) -> tuple[list[str], dict[str, int]] | str:
+        if not case.relevant:
+            return "the case has no relevant_doc_ids (its relevant_texts count with match.level: text)"
+        return _ids(out, None if exact else to_id), case.relevant if exact else map_relevant(case.relevant, to_id)
+
+    return by_text if match.by_text else by_id
 
 
 def _columns(names: Sequence[str], rows: list[list[float]]) -> dict[str, list[float]]:

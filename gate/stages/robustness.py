@@ -1,29 +1,49 @@
 """Robustness stage: does the answer survive distractors (noise, gate.stages.noise), and does the system refuse
 what it cannot or must not answer (rejection, gate.core.rejection: it reads the answers the target already gave;
-a judge may classify the answers no refusal phrase settled)."""
+a judge may classify the answers no refusal phrase settled). A run's stage and a merge of shards' (gate.run.merge)
+end in the same ``finish``."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gate.core.catalog import NOISE_METRICS
 from gate.core.model import GoldenCase, TargetOutput
-from gate.core.rejection import DEFAULT_REFUSAL_PHRASES, detect_refusal, rejection_part
+from gate.core.rejection import detect_refusal, refusal_phrases, rejection_part
 from gate.core.report import CaseResult, NoiseInfo, StageMeasurement, Usage
-from gate.deadline import NO_DEADLINE, Deadline
+from gate.core.settings import NoiseSettings, RejectionSettings, RobustnessSettings
+from gate.core.usage import sum_usage
 from gate.judges import JudgeSettings
-from gate.stages.judging import JudgeProgress, judge_settings, merge_usage
-from gate.stages.noise import correctness_plan, noise_test
+from gate.stages.context import StageContext
+from gate.stages.noise import NoiseSources, noise_test
 
 if TYPE_CHECKING:
     from gate.judges.cache import ScoreCache
+    from gate.targets import Target
 
 CANNOT_INJECT = ("not evaluated: this target cannot answer from injected contexts (results file: add noise.noisy_answer "
                  "to its lines; python: set target.python.contexts_function; http: the service must accept "
                  "{question, contexts})")
+
+
+@dataclass
+class NoisePart:
+    """The noise test's share of the stage: its rows, how it ran (None: it could not run), the target calls it made,
+    and its metrics or why not."""
+
+    rows: list[CaseResult] = field(default_factory=list)
+    info: NoiseInfo | None = None
+    target_calls: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+    not_evaluated: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def scored(self) -> int:
+        """The answers the noise test scored (clean and noisy)."""
+        return sum(1 for s in self.rows for m in ("clean_correct", "noisy_correct") if s.get(m) is not None)
 
 
 async def classify_refusals(rows: Sequence[tuple[GoldenCase, str]], settings: JudgeSettings,
@@ -56,31 +76,32 @@ async def classify_refusals(rows: Sequence[tuple[GoldenCase, str]], settings: Ju
         await client.aclose()
 
 
-def _noise(cfg: Mapping[str, Any], settings: JudgeSettings | None, why_not: str | None, cases: Sequence[GoldenCase],
-           outputs: Mapping[str, TargetOutput], target: Any, cache: ScoreCache, match: Mapping[str, Any],
-           precomputed: Mapping[str, Mapping[str, Any]] | None, file_distractors: Mapping[str, list[str]],
-           metrics: dict[str, float], not_evaluated: dict[str, str], deadline: Deadline = NO_DEADLINE,
-           only: Collection[str] | None = None, progress: JudgeProgress | None = None,
-           ) -> tuple[list[CaseResult], int, NoiseInfo | None]:
-    """The noise test, when it can run: its rows, target calls and how it ran; its metrics (or why not) go into
-    ``metrics`` and ``not_evaluated``."""
-    plan = correctness_plan(cfg)
-    can_answer = hasattr(target, "answer_from") and (getattr(target, "contexts_function", True) is not None)
-    reason = None
-    if plan.engine != "offline" and settings is None:
-        reason = f"not evaluated: the judge is needed for correctness and {why_not}"
-    elif cfg.get("source") == "generated" and settings is None:
-        reason = f"not evaluated: generated distractors need the judge and {why_not}"
-    elif not can_answer and not precomputed:
-        reason = CANNOT_INJECT
+def cannot_run(settings: NoiseSettings, ctx: StageContext, target: Target | None) -> str | None:
+    """Why the noise test cannot run in this run, if it cannot."""
+    if settings.correctness.judged and ctx.judge is None:
+        return f"not evaluated: the judge is needed for correctness and {ctx.no_judge}"
+    if settings.source == "generated" and ctx.judge is None:
+        return f"not evaluated: generated distractors need the judge and {ctx.no_judge}"
+    if (target is None or not target.answers_from_contexts) and not (target and target.precomputed_noise):
+        return CANNOT_INJECT
+    return None
+
+
+def noise_part(settings: RobustnessSettings, ctx: StageContext, target: Target | None,
+               file_distractors: Mapping[str, list[str]]) -> NoisePart:
+    """The noise test, when it is configured and can run."""
+    part = NoisePart()
+    if settings.noise is None:
+        return part
+    reason = cannot_run(settings.noise, ctx, target)
     if reason:
-        not_evaluated.update(dict.fromkeys(NOISE_METRICS, reason))
-        return [], 0, None
-    samples, calls, noise = noise_test(cfg, plan, settings, cases, outputs, target if can_answer else None,
-                                       int(getattr(target, "concurrency", 1)), cache, match,
-                                       precomputed if not can_answer else None, file_distractors, deadline, only, progress)
-    noise_metrics(samples, metrics, not_evaluated)
-    return samples, calls, noise
+        part.not_evaluated.update(dict.fromkeys(NOISE_METRICS, reason))
+        return part
+    asks = target is not None and target.answers_from_contexts
+    sources = NoiseSources(None if asks or target is None else target.precomputed_noise, file_distractors)
+    part.rows, part.target_calls, part.info = noise_test(settings.noise, ctx, target if asks else None, settings.match, sources)
+    noise_metrics(part.rows, part.metrics, part.not_evaluated)
+    return part
 
 
 def noise_metrics(samples: Sequence[CaseResult], metrics: dict[str, float], not_evaluated: dict[str, str]) -> None:
@@ -99,71 +120,53 @@ def noise_metrics(samples: Sequence[CaseResult], metrics: dict[str, float], not_
         not_evaluated["noise_robustness"] = "no clean answer was correct: the ratio is undefined"
 
 
-def robustness_stage(
-    cfg: Mapping[str, Any],
-    judge: Mapping[str, Any] | None,
-    cases: Sequence[GoldenCase],
-    outputs: Mapping[str, TargetOutput],
-    target: Any,
-    cache: ScoreCache,
-    *,
-    match: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    precomputed: Mapping[str, Mapping[str, Any]] | None = None,
-    file_distractors: Mapping[str, list[str]] | None = None,
-    secrets: Sequence[str] = (),
-    deadline: Deadline = NO_DEADLINE,
-    only: Collection[str] | None = None,
-    progress: JudgeProgress | None = None,
-) -> StageMeasurement:
-    """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage). ``only``: a shard's
-    case ids (``outputs`` holds theirs; the noise sample is drawn from every case, then restricted to them)."""
-    mine = cases if only is None else [c for c in cases if c.id in only]
-    settings, why_not = judge_settings(judge, os.environ if env is None else env, "no judge configured", secrets)
-    metrics: dict[str, float] = {}
-    not_evaluated: dict[str, str] = {}
-    stage: StageMeasurement = {"metrics": metrics, "not_evaluated": not_evaluated, "samples": [], "warnings": []}
-    target_calls = 0
-
-    noise_cfg = cfg.get("noise")
-    samples: list[CaseResult] = []
-    if noise_cfg:
-        samples, target_calls, noise = _noise(noise_cfg, settings, why_not, cases, outputs, target, cache, match or {},
-                                              precomputed, file_distractors or {}, metrics, not_evaluated, deadline, only,
-                                              progress)
-        if noise is not None:
-            stage["noise"] = noise
-            stage["usage"] = merge_usage(noise)
-
-    rej_cfg = cfg.get("rejection", {})
+def robustness_stage(settings: RobustnessSettings, ctx: StageContext, target: Target | None,
+                     file_distractors: Mapping[str, list[str]] | None = None) -> StageMeasurement:
+    """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage). In a shard
+    (``ctx.only``) the noise sample is drawn from every case, then restricted to the shard's."""
+    mine = ctx.mine(ctx.cases)
+    noise = noise_part(settings, ctx, target, file_distractors or {})
+    usage: list[Usage] = [noise.info] if noise.info is not None else []
     judged: dict[str, bool] = {}
-    if rej_cfg.get("judge") and settings is not None:
-        phrases = list(rej_cfg.get("phrases") or DEFAULT_REFUSAL_PHRASES)
-        unsettled = [(c, outputs[c.id].answer or "") for c in mine
-                     if outputs[c.id].error is None and detect_refusal(outputs[c.id].answer, phrases) is None]
+    if settings.rejection.judge and ctx.judge is not None:
+        phrases = refusal_phrases(settings.rejection)
+        unsettled = [(c, ctx.outputs[c.id].answer or "") for c in mine
+                     if ctx.outputs[c.id].error is None and detect_refusal(ctx.outputs[c.id].answer, phrases) is None]
         if unsettled:
-            judged, refusal_usage = asyncio.run(classify_refusals(unsettled, settings, cache))
-            stage["usage"] = merge_usage(stage.get("usage", {}), refusal_usage)
-    finish(stage, rej_cfg, mine, outputs, judged, samples, target_calls=target_calls,
-           scored=sum(1 for s in samples for m in ("clean_correct", "noisy_correct") if s.get(m) is not None))
-    return stage
+            judged, refusal_usage = asyncio.run(classify_refusals(unsettled, ctx.judge, ctx.cache))
+            usage.append(refusal_usage)
+    return finish(noise, settings.rejection, Answers(mine, ctx.outputs, judged), usage)
 
 
-def finish(stage: StageMeasurement, rej_cfg: Mapping[str, Any], cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput],
-           judged: Mapping[str, bool], samples: list[CaseResult], *, target_calls: int, scored: int) -> None:
-    """The stage's rejection part (from every answer and the judge's refusal verdicts), its noise rows and counts, and
-    why it is skipped when it has no metric. The run's stage and a merge of shards' (gate.shards) end here alike."""
-    metrics, not_evaluated = stage["metrics"], stage["not_evaluated"]
-    rej_metrics, rej_rows, rej_not = rejection_part(rej_cfg, cases, outputs, judged)
+@dataclass(frozen=True)
+class Answers:
+    """What the rejection part reads: the cases, the target's answers, and the judge's refusal verdicts (by case id)
+    for the answers no phrase settled."""
+
+    cases: Sequence[GoldenCase]
+    outputs: Mapping[str, TargetOutput]
+    judged: Mapping[str, bool]
+
+
+def finish(noise: NoisePart, rejection: RejectionSettings, answers: Answers, usage: Sequence[Usage]) -> StageMeasurement:
+    """The stage from its noise part and the rejection part (from every answer and the judge's refusal verdicts), with
+    its counts, and why it is skipped when it has no metric."""
+    metrics, not_evaluated = dict(noise.metrics), dict(noise.not_evaluated)
+    stage: StageMeasurement = {"metrics": metrics, "not_evaluated": not_evaluated, "samples": noise.rows, "warnings": []}
+    if noise.info is not None:
+        stage["noise"] = noise.info
+    if usage:
+        stage["usage"] = sum_usage(usage)
+    rej_metrics, rej_rows, rej_not = rejection_part(rejection, answers.cases, answers.outputs, answers.judged)
     metrics.update(rej_metrics)
     not_evaluated.update(rej_not)
-    errored = sum(1 for s in samples if s.get("error"))
+    errored = sum(1 for s in noise.rows if s.get("error"))
     stage.update({
-        "samples": samples,
-        "rejection": {"cases": rej_rows, "phrases_default": not rej_cfg.get("phrases"), "judge": bool(judged)},
-        "target_calls": target_calls,
-        "scores": {"attempted": len(samples), "errored": errored, "error_rate": errored / len(samples) if samples else 0.0},
-        "scored": scored,
+        "rejection": {"cases": rej_rows, "phrases_default": not rejection.phrases, "judge": bool(answers.judged)},
+        "target_calls": noise.target_calls,
+        "scores": {"attempted": len(noise.rows), "errored": errored, "error_rate": errored / len(noise.rows) if noise.rows else 0.0},
+        "scored": noise.scored,
     })
     if not metrics:
         stage["skipped"] = "; ".join(sorted(set(not_evaluated.values()))) or "nothing to evaluate"
+    return stage

@@ -12,28 +12,48 @@ the spec names:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Any, ClassVar, NamedTuple
 
 from gate.core.model import Answer, GoldenCase, Passage, RetrievedDoc, TargetOutput
 
 
-class Target(Protocol):
-    kind: str
-    concurrency: int
+class Target:
+    """The whole contract between a run and the RAG system under test: every attribute and method the run uses, with
+    the defaults a target that does not need them inherits (as httpx's transports share one base class).
+
+    ``ask`` answers one case (its failures come back in ``TargetOutput.error``, never raised); ``answer_from``
+    answers from given contexts only, for the robustness stage's noise test, when ``answers_from_contexts``."""
+
+    kind: ClassVar[str] = "target"  # results | http | python | fake: named in the report and the progress lines
+    concurrency: int = 1  # cases asked at once
+    fail_fast: ClassVar[bool] = False  # ask the first case alone: if it could not even connect, stop the run there
+    unreachable: str | None = None  # why the last call could not connect at all (a service that is down), if so
+    unmatched: Sequence[int] = ()  # lines of a results file that match no golden case
+    precomputed_noise: Mapping[str, Mapping[str, Any]] | None = None  # a results file's noise-test answers, by case id
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         """Retrieved list and answer for one case. Failures come back in ``error``, not raised."""
+        raise NotImplementedError
 
-    def close(self) -> None: ...
-
-
-class ContextAnswerer(Protocol):
-    """A target that can also answer from given contexts only (the robustness stage's noise test)."""
+    @property
+    def answers_from_contexts(self) -> bool:
+        """Whether ``answer_from`` can answer from given contexts (the noise test asks it)."""
+        return False
 
     def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
         """The answer to the case's question from ``contexts`` only. Failures in ``error``, not raised."""
+        return Answer(None, f"the {self.kind} target cannot answer from given contexts")
+
+    def close(self) -> None:
+        """Free what the target holds (connections); called once when the run is done with it."""
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def answer_field(obj: Any, field: str) -> str:
@@ -90,17 +110,26 @@ def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS
             text if type(text) is str else None,
             score if type(score) is float else float(score) if type(score) is int and -1e300 < score < 1e300 else None,
         ))
-    return output_from(case_id, retrieved, get_path(obj, fields["answer"]), get_path(obj, fields["contexts"]), obj.get("usage"),
-                       fields, latency_ms)
+    beside = Beside(get_path(obj, fields["answer"]), get_path(obj, fields["contexts"]), obj.get("usage"))
+    return output_from(case_id, retrieved, beside, fields, latency_ms)
 
 
 _TEXT = attrgetter("text")
 
 
-def output_from(case_id: str, retrieved: Sequence[Passage], answer: Any, contexts: Any, usage: Any,
-                fields: dict[str, str] = DEFAULT_FIELDS, latency_ms: float | None = None) -> TargetOutput:
-    """The TargetOutput of a ranked list and the answer, contexts and usage read beside it (None: not given).
-    Raises ValueError naming the field when the answer or the contexts are not what they must be."""
+class Beside(NamedTuple):
+    """What an answer object gives beside its ranked list, as read (None: not given)."""
+
+    answer: Any
+    contexts: Any
+    usage: Any
+
+
+def output_from(case_id: str, retrieved: Sequence[Passage], beside: Beside, fields: dict[str, str] = DEFAULT_FIELDS,
+                latency_ms: float | None = None) -> TargetOutput:
+    """The TargetOutput of a ranked list and the answer, contexts and usage read beside it. Raises ValueError naming
+    the field when the answer or the contexts are not what they must be."""
+    answer, contexts, usage = beside
     if answer is not None and not isinstance(answer, str):
         raise ValueError(f"{fields['answer']!r} must be a string, got {type(answer).__name__}")
     if contexts is None:

@@ -16,10 +16,8 @@ def make_target(spec: Spec, cases: Sequence[GoldenCase], deadline: Deadline = NO
     if "results" in cfg:
         from gate.targets.results import ResultsFileTarget
 
-        stages = spec.data["stages"]  # the judge stages read the passages' texts; the retrieval stage only their ids,
-        by_text = ((stages.get("retrieval") or {}).get("match") or {}).get("level") == "text"  # or their texts, by text
-        return ResultsFileTarget(spec.resolve(cfg["results"]), list(cases),
-                                 texts=bool(stages.get("generation") or stages.get("robustness") or by_text))
+        # the judged stages read the passages' texts; the retrieval stage only their ids, or their texts with match.level text
+        return ResultsFileTarget.read(spec.resolve(cfg["results"]), cases, texts=spec.stages.judged or spec.stages.match.by_text)
     if "http" in cfg:
         from gate.targets.http import HttpTarget
 

@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gate.core.model import Answer, GoldenCase, TargetOutput
-from gate.targets import parse_output
+from gate.targets import Target, parse_output
 
 
-class FakeTarget:
+class FakeTarget(Target):
     kind = "fake"
 
     def __init__(self, rows: Mapping[str, Mapping[str, Any]], *, contexts_answer: Callable[[str, list[str]], str] | None = None,
@@ -35,11 +35,12 @@ class FakeTarget:
             return TargetOutput.failed(case.id, str(row["error"]), row.get("latency_ms"))
         return parse_output(case.id, dict(row), latency_ms=row.get("latency_ms"))
 
+    @property
+    def answers_from_contexts(self) -> bool:
+        return self.contexts_answer is not None
+
     def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
         self.answered_from.append((case.id, list(contexts)))
         if self.contexts_answer is None:
             return Answer(None, "the fake target has no contexts_answer")
         return Answer(self.contexts_answer(case.question, list(contexts)))
-
-    def close(self) -> None:
-        pass

@@ -21,7 +21,7 @@ from gate.core.model import Answer, GoldenCase, TargetOutput
 from gate.core.redact import Redactor
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.io.http import retry_after_s
-from gate.targets import DEFAULT_FIELDS, answer_field, parse_output
+from gate.targets import DEFAULT_FIELDS, Target, answer_field, parse_output
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -49,7 +49,7 @@ def shown_url(url: str, redactor: Redactor) -> str:
     return redactor(url)
 
 
-class HttpTarget:
+class HttpTarget(Target):
     kind = "http"
     fail_fast = True  # the first case is asked alone: a service that is down stops the run at once
 
@@ -58,13 +58,13 @@ class HttpTarget:
         self.url: str = cfg["url"]
         self.headers = {"Content-Type": "application/json", "User-Agent": "rag-gate", **cfg.get("headers", {})}
         self.body: dict[str, Any] = cfg.get("body", {})
-        self.timeout = float(cfg.get("timeout_s", 30))
-        self.retries = int(cfg.get("retries", 3))
-        self.backoff = float(cfg.get("backoff_s", 0.5))
-        self.max_retry_after = float(cfg.get("max_retry_after_s", 60))
-        self.concurrency = int(cfg.get("concurrency", 8))
-        self.request_fields = {"question": "question", "k": "k", "contexts": "contexts", **cfg.get("request", {})}
-        self.response_fields = {**DEFAULT_FIELDS, **cfg.get("response", {})}
+        self.timeout = float(cfg["timeout_s"])
+        self.retries = int(cfg["retries"])
+        self.backoff = float(cfg["backoff_s"])
+        self.max_retry_after = float(cfg["max_retry_after_s"])
+        self.concurrency = int(cfg["concurrency"])
+        self.request_fields = dict(cfg["request"])
+        self.response_fields = {**DEFAULT_FIELDS, **cfg["response"]}
         self.redactor = Redactor(secrets or [])
         self.shown_url = shown_url(self.url, self.redactor)
         self.deadline = deadline
@@ -152,6 +152,10 @@ class HttpTarget:
             return parse_output(case.id, obj, self.response_fields, latency_ms=latency)
         except (RuntimeError, ValueError) as exc:
             return TargetOutput.failed(case.id, self._failed(exc), (time.perf_counter() - start) * 1000)
+
+    @property
+    def answers_from_contexts(self) -> bool:
+        return True
 
     def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
         """The same URL with {"question", "contexts"}: the service must answer from those contexts only."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate.core.errors import InputError
 from gate.core.model import Answer, GoldenCase, TargetOutput
-from gate.targets import answer_field, parse_output
+from gate.targets import Target, answer_field, parse_output
 
 if TYPE_CHECKING:
     from gate.config.spec import Spec
@@ -39,7 +39,7 @@ def import_callable(ref: str, paths: list[str], error: Callable[[str], InputErro
     return obj
 
 
-class PythonTarget:
+class PythonTarget(Target):
     kind = "python"
 
     def __init__(self, function: Callable[..., Any], concurrency: int = 1, contexts_function: Callable[..., Any] | None = None) -> None:
@@ -49,15 +49,13 @@ class PythonTarget:
 
     @classmethod
     def from_spec(cls, spec: Spec) -> PythonTarget:
-        cfg = spec.target["python"]
-        if isinstance(cfg, str):
-            cfg = {"function": cfg}
-        paths = [str(spec.resolve(p)) for p in cfg.get("path", ["."])]
+        cfg = spec.target["python"]  # the object form (the loader turns "module:function" into it)
+        paths = [str(spec.resolve(p)) for p in cfg.get("path", ["."])]  # the spec's folder, as the schema says
         fn = import_callable(cfg["function"], paths, lambda m: spec.error(m, "target", "python"))
         ctx_fn = None
         if cfg.get("contexts_function"):
             ctx_fn = import_callable(cfg["contexts_function"], paths, lambda m: spec.error(m, "target", "python", "contexts_function"))
-        return cls(fn, int(cfg.get("concurrency", 1)), ctx_fn)
+        return cls(fn, int(cfg["concurrency"]), ctx_fn)
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         start = time.perf_counter()
@@ -70,6 +68,10 @@ class PythonTarget:
             return parse_output(case.id, result, latency_ms=latency)
         except ValueError as exc:
             return TargetOutput.failed(case.id, f"unexpected return value: {exc}", latency)
+
+    @property
+    def answers_from_contexts(self) -> bool:
+        return self.contexts_function is not None
 
     def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
         """contexts_function(question, contexts) -> {"answer": str} (or the answer string)."""
@@ -87,6 +89,3 @@ class PythonTarget:
             return Answer(answer_field(result, "answer"), None, latency)
         except ValueError as exc:
             return Answer(None, f"unexpected return value: {exc}", latency)
-
-    def close(self) -> None:
-        pass

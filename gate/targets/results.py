@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar
@@ -13,7 +14,7 @@ from gate.core.errors import InputError, InputErrors
 from gate.core.model import GoldenCase, Passage, TargetOutput
 from gate.io.golden import iter_lines, parse_line
 from gate.io.jsonparse import fast_as
-from gate.targets import output_from, parse_output
+from gate.targets import Beside, Target, output_from, parse_output
 
 MAX_LATENCY_MS = 1e9  # about 11 days: anything larger is a unit mistake (or an attack on float arithmetic)
 
@@ -82,78 +83,102 @@ def _scores_in_range(docs: Sequence[Passage]) -> bool:
         return not scores or (-1e300 < min(scores) and max(scores) < 1e300)
 
 
-class ResultsFileTarget:
-    """Answers from a JSONL file: one line per case, matched by ``id`` (or by ``question``). ``texts`` False: no stage
-    reads the passages' texts (nor the contexts made of them), which are then not kept."""
+@dataclass
+class Results:
+    """A results file as read: an answer per case, the lines that match no golden case, and the precomputed
+    noise-test answers."""
+
+    path: Path
+    outputs: dict[str, TargetOutput] = field(default_factory=dict)
+    unmatched: list[int] = field(default_factory=list)  # lines that match no golden case
+    noise: dict[str, dict[str, Any]] = field(default_factory=dict)  # precomputed noise-test answers, by case id
+
+
+def read_results(path: Path, cases: Sequence[GoldenCase], texts: bool = True) -> Results:
+    """Read a results file: one line per case, matched by ``id`` (or by ``question``). ``texts`` False: no stage reads
+    the passages' texts (nor the contexts made of them), which are then not kept. InputError (InputErrors) naming
+    every bad line."""
+    by_question = {c.question: c.id for c in cases}
+    known = {c.id for c in cases}
+    results = Results(path)
+    errors: list[InputError] = []
+    seen: dict[str, int] = {}
+    shape = _Line if texts else _LineOfIds
+    for lineno, line in iter_lines(path):
+        row = _read(path, lineno, line, shape)
+        readable = isinstance(row, (dict, _Line))
+        case_id = row.get("id") if readable else None
+        if case_id is None and readable and isinstance(row.get("question"), str):
+            case_id = by_question.get(row.get("question"))
+            if case_id is None:
+                results.unmatched.append(lineno)
+                continue
+        if not isinstance(case_id, str):
+            errors.append(InputError("each line needs an 'id' (string) or the 'question' of a golden case", file=str(path), line=lineno))
+            continue
+        if case_id not in known:
+            results.unmatched.append(lineno)
+            continue
+        if case_id in seen:
+            errors.append(InputError(f"second line for case {case_id!r} (first at line {seen[case_id]})", file=str(path), line=lineno))
+            continue
+        seen[case_id] = lineno
+        errors += _read_row(results, case_id, row, lineno)
+    if errors:
+        raise errors[0] if len(errors) == 1 else InputErrors(errors)
+    return results
+
+
+def _read_row(results: Results, case_id: str, row: Any, lineno: int) -> list[InputError]:
+    """One matched line into ``results``; what is wrong with it, if anything."""
+    path = results.path
+    latency = row.get("latency_ms")
+    if latency is not None and not (isinstance(latency, (int, float)) and not isinstance(latency, bool) and 0 <= latency <= MAX_LATENCY_MS):
+        shown = repr(latency) if len(repr(latency)) <= 40 else f"a number of {len(str(latency))} digits"
+        return [InputError(f"'latency_ms' must be a number of milliseconds from 0 to {MAX_LATENCY_MS:g}, got {shown}",
+                           file=str(path), line=lineno)]
+    error = row.get("error")
+    if error:
+        results.outputs[case_id] = TargetOutput.failed(case_id, f"results file: {error}", latency)
+        return []
+    errors = []
+    try:
+        if isinstance(row, _Line):
+            results.outputs[case_id] = output_from(case_id, row.retrieved, Beside(row.answer, row.contexts, row.usage), latency_ms=latency)
+        else:
+            results.outputs[case_id] = parse_output(case_id, row, latency_ms=latency)
+    except ValueError as exc:
+        errors.append(InputError(str(exc), file=str(path), line=lineno))
+    noise = row.get("noise")
+    if noise is not None:
+        problem = _noise_problem(noise)
+        if problem:
+            errors.append(InputError(problem, file=str(path), line=lineno, key="noise"))
+        else:
+            results.noise[case_id] = noise
+    return errors
+
+
+class ResultsFileTarget(Target):
+    """Answers read from a results file (``read_results``)."""
 
     kind = "results"
-    concurrency = 1
 
-    def __init__(self, path: Path, cases: list[GoldenCase], texts: bool = True) -> None:
-        self.path = path
-        by_question = {c.question: c.id for c in cases}
-        known = {c.id for c in cases}
-        self.outputs: dict[str, TargetOutput] = {}
-        self.unmatched: list[int] = []  # lines that match no golden case
-        self.noise: dict[str, dict[str, Any]] = {}  # precomputed noise-test answers, by case id
-        errors: list[InputError] = []
-        seen: dict[str, int] = {}
-        shape = _Line if texts else _LineOfIds
-        for lineno, line in iter_lines(path):
-            row = _read(path, lineno, line, shape)
-            readable = isinstance(row, (dict, _Line))
-            case_id = row.get("id") if readable else None
-            if case_id is None and readable and isinstance(row.get("question"), str):
-                case_id = by_question.get(row.get("question"))
-                if case_id is None:
-                    self.unmatched.append(lineno)
-                    continue
-            if not isinstance(case_id, str):
-                errors.append(InputError("each line needs an 'id' (string) or the 'question' of a golden case", file=str(path), line=lineno))
-                continue
-            if case_id not in known:
-                self.unmatched.append(lineno)
-                continue
-            if case_id in seen:
-                errors.append(InputError(f"second line for case {case_id!r} (first at line {seen[case_id]})", file=str(path), line=lineno))
-                continue
-            seen[case_id] = lineno
-            latency = row.get("latency_ms")
-            if latency is not None and not (isinstance(latency, (int, float)) and not isinstance(latency, bool)
-                                            and 0 <= latency <= MAX_LATENCY_MS):
-                shown = repr(latency) if len(repr(latency)) <= 40 else f"a number of {len(str(latency))} digits"
-                errors.append(InputError(f"'latency_ms' must be a number of milliseconds from 0 to {MAX_LATENCY_MS:g}, got {shown}",
-                                         file=str(path), line=lineno))
-                continue
-            error = row.get("error")
-            if error:
-                self.outputs[case_id] = TargetOutput.failed(case_id, f"results file: {error}", latency)
-                continue
-            try:
-                if isinstance(row, _Line):
-                    self.outputs[case_id] = output_from(case_id, row.retrieved, row.answer, row.contexts, row.usage, latency_ms=latency)
-                else:
-                    self.outputs[case_id] = parse_output(case_id, row, latency_ms=latency)
-            except ValueError as exc:
-                errors.append(InputError(str(exc), file=str(path), line=lineno))
-            noise = row.get("noise")
-            if noise is not None:
-                problem = _noise_problem(noise)
-                if problem:
-                    errors.append(InputError(problem, file=str(path), line=lineno, key="noise"))
-                else:
-                    self.noise[case_id] = noise
-        if errors:
-            raise errors[0] if len(errors) == 1 else InputErrors(errors)
+    def __init__(self, results: Results) -> None:
+        self.results = results
+        self.outputs = results.outputs
+        self.unmatched = results.unmatched
+        self.precomputed_noise = results.noise
+
+    @classmethod
+    def read(cls, path: Path, cases: Sequence[GoldenCase], texts: bool = True) -> ResultsFileTarget:
+        return cls(read_results(path, cases, texts))
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         out = self.outputs.get(case.id)
         if out is None:
-            return TargetOutput.failed(case.id, f"no line for this case in {self.path.name}")
+            return TargetOutput.failed(case.id, f"no line for this case in {self.results.path.name}")
         return out
-
-    def close(self) -> None:
-        pass
 
 
 def _noise_problem(noise: Any) -> str | None:

@@ -29,6 +29,7 @@ from tests.github_server import status as gh_status
 from tests.judge_server import JudgeServer, always
 from tests.judge_server import status as judge_status
 from tests.servers import RagServer, malformed, reply, status
+from tests.support.settings import http
 from tests.test_action import PR, REPO, pr_event, push_event, run_action
 
 LENGTHS = [8, 9, 13, 31, 64, 104, 167, 255, 500]
@@ -100,7 +101,7 @@ def test_http_target_error_bodies_never_show_part_of_a_token(length):
     value = secret(length)
     echo = lambda req: status(400, body=req.raw.decode("utf-8"))  # noqa: E731
     with RagServer({}, behaviour=echo) as srv:
-        target = HttpTarget({"url": srv.url, "retries": 0}, secrets=[value])
+        target = HttpTarget(http(srv.url, retries=0), secrets=[value])
         for pad in range(max(0, 200 - 20 - length), 200):
             out = target.ask(GoldenCase("q", "x" * pad + value, 1, relevant={"d": 1}), 5)
             assert out.error is not None and out.error.startswith(f"{srv.url}: HTTP 400") and leak(out.error, value) is None, out.error
@@ -110,7 +111,7 @@ def test_http_target_error_bodies_never_show_part_of_a_token(length):
 def test_http_target_malformed_json_never_shows_part_of_a_token(length):
     value = secret(length)
     with RagServer({}) as srv:
-        target = HttpTarget({"url": srv.url, "retries": 0}, secrets=[value])
+        target = HttpTarget(http(srv.url, retries=0), secrets=[value])
         for pad in range(0, 90):
             srv.default = malformed("{" + "x" * pad + value)
             out = target.ask(GoldenCase("q", "q", 1, relevant={"d": 1}), 5)
@@ -142,11 +143,11 @@ def test_a_judge_error_echoing_the_key_never_shows_part_of_it(length):
 @pytest.mark.parametrize("length", [8, 40, 167, 500])
 def test_github_errors_echoing_the_token_never_show_part_of_it(length):
     from gate.core.errors import RunError
-    from gate.github.client import GitHubClient
+    from gate.github.client import GitHubClient, Retrying
 
     token = "ghp_" + secret(length)
     with GitHubServer(repos=(REPO,), tokens={token: "write"}) as gh:
-        client = GitHubClient(gh.api_url, token, REPO, max_retries=0, sleep=lambda s: None)
+        client = GitHubClient(gh.api_url, token, REPO, retrying=Retrying(max_retries=0, sleep=lambda s: None))
         for pad in range(0, 520, 37):
             gh.inject(gh_status(422, {"message": "m" * pad}, echo_auth=True), method="GET")
             with pytest.raises(RunError) as err:
@@ -219,7 +220,7 @@ def test_a_target_echoing_its_token_leaves_no_piece_of_any_secret_in_any_output(
     assert "From the passages" in report and "Passage about" in report  # the echoes reached the report, redacted
     assert "***" in report and "\\*\\*\\*" in comments  # redacted (and the comment escapes the stars)
     shutil.copy(ws / "rag-gate-report.json", ws / "r.json")
-    from gate.cli import main as cli
+    from gate.cli.main import main as cli
 
     for name, value in env.items():
         monkeypatch.setenv(name, value)

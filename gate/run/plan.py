@@ -1,23 +1,33 @@
 """``rag-gate plan``: what a run will do and spend, before it spends.
 
-It reads the spec, the golden set, the history and the baseline as a run does, draws the same samples, asks the
+It loads the spec, the golden set, the history and the baseline as a run does, draws the same samples, asks the
 target for the judged sample only (``--no-target``: asks nothing and assumes nothing cached), builds the cache keys
 the run would build and looks them up. Judge calls are estimated per metric from the calls each engine makes per
 judged sample (``CALLS``, measured against the OpenAI-compatible test judge: a metric's call count does not depend
 on what the judge answers, only, for a few, on the number of contexts), plus what is judged whatever the cache
-holds: the self-check's second judgings and the reference runs' changed answers (same-run pairs). Tokens are
+holds: the self-check's second judgings and the paired runs' changed answers (same-run pairs). Tokens are
 estimated from the size of what each call sends; the cost from ``judge.prices``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from gate.core.sampling import JUDGED_CASES, sample_from
-from gate.judges import judge_cost
+from gate.core.model import GoldenCase
+from gate.core.settings import GenerationSettings, NoiseSettings
+from gate.judges import judge_cost, resolve_judge
+from gate.run.ask import collect_outputs
+from gate.run.load import Loaded, load
+from gate.run.measure import paired_runs
+from gate.run.options import RunOptions
+from gate.stages.context import StageContext
+from gate.stages.generation import TaskList, make_tasks
+from gate.stages.judging import JudgeSession, Task, open_cache
+from gate.stages.pairing import pair_up
+from gate.targets.factory import make_target
 
 # calls a metric makes per judged sample (k: the sample's contexts); a GEval criterion also derives its steps once
 CALLS: dict[tuple[str, str], Callable[[int], int]] = {
@@ -45,6 +55,10 @@ def calls_per_sample(engine: str, metric: str, contexts: int) -> int:
         return 0
     known = CALLS.get((engine, metric))
     return known(contexts) if known else 1
+
+
+def calls_of(tasks: Sequence[Task]) -> int:
+    return sum(calls_per_sample(t.scored.engine, t.scored.metric, len(t.item.contexts)) for t in tasks)
 
 
 @dataclass
@@ -82,103 +96,87 @@ class RunPlan:
 
 def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | None = None) -> RunPlan:
     """The plan of the run ``config`` describes."""
-    from gate.core.catalog import engine_metrics
-    from gate.pipeline import RunOptions, collect_outputs, load, paired_runs
-    from gate.stages.judging import judge_settings, open_cache, split_cached
-    from gate.targets.factory import make_target
-
-    environment = os.environ if env is None else env
     loaded = load(config, RunOptions(), unset_ok=not ask_target)
     spec, cases = loaded.spec, loaded.cases
     answerable = [c for c in cases if c.answerable]
-    stages = spec.data["stages"]
-    gen = stages.get("generation") or {}
-    sample = sample_from({"size": JUDGED_CASES, **gen.get("sample", {})}, answerable) if gen else []
-    plan = RunPlan(cases=len(cases), answerable=len(answerable), retrieval_cases=len(answerable) if spec.retrieval else 0,
+    gen = spec.stages.generation
+    sample = gen.sample.draw(cases) if gen else []
+    plan = RunPlan(cases=len(cases), answerable=len(answerable), retrieval_cases=len(answerable) if spec.stages.retrieval else 0,
                    sample=len(sample), target_calls=len(cases))
     if loaded.pending:
         plan.notes.append(f"{loaded.pending} generated case(s) await review and are left out")
-    rob = stages.get("robustness") or {}
-    if rob.get("noise"):
-        noise = rob["noise"]
-        noise_sample = sample_from(noise.get("sample", {}), answerable)
-        judged = (noise.get("correctness") or {}).get("method") == "judge"
-        engine = (noise.get("correctness") or {}).get("engine", "ragas") if judged else "offline"
-        per = calls_per_sample(engine, "answer_correctness" if engine == "ragas" else "correctness", 3)
-        generated = noise.get("source") == "generated"
-        plan.robustness_calls = len(noise_sample) * (2 * per + (int(noise.get("distractors", 2)) if generated else 0))
-        plan.target_calls += 2 * len(noise_sample) if noise.get("source") != "precomputed" else 0
-        plan.robustness_note = (f"noise test: {len(noise_sample)} cases, clean and noisy answers"
-                                + (", judged" if judged else ", scored offline") + (", distractors written by the judge" if generated else "")
-                                + " (at most: a cached or identical answer costs nothing)")
-    if not gen:
+    noise = spec.stages.robustness.noise if spec.stages.robustness else None
+    if noise is not None:
+        _plan_noise(plan, noise, cases)
+    if gen is None:
         return plan
-    settings, why_not = judge_settings(spec.data.get("judge"), environment, secrets=spec.secrets)
-    plans = engine_metrics(gen)
-    runnable = [p for p in plans if p.engine == "offline" or settings is not None]
-    plan.metrics = [MetricEstimate(p.name, p.engine, sampled=len(sample), not_judged=None if p in runnable else f"not evaluated: {why_not}")
-                    for p in plans]
+    judge, why_not = resolve_judge(spec.judge, os.environ if env is None else env, secrets=spec.secrets)
+    runnable = [m for m in gen.metrics if m.engine == "offline" or judge is not None]
+    plan.metrics = [MetricEstimate(m.name, m.engine, sampled=len(sample), not_judged=None if m in runnable else f"not evaluated: {why_not}")
+                    for m in gen.metrics]
     if not ask_target:
-        for m, p in zip(plan.metrics, plans, strict=True):
-            if p in runnable:
-                m.to_judge = len(sample)
-                m.calls = len(sample) * calls_per_sample(p.engine, p.metric, spec.target_k)
+        for estimate, m in zip(plan.metrics, gen.metrics, strict=True):
+            if m in runnable:
+                estimate.to_judge = len(sample)
+                estimate.calls = len(sample) * calls_per_sample(m.engine, m.metric, spec.target_k)
         plan.notes.append("the target was not asked: every sampled case is counted as to judge, with k contexts each")
-        _tokens(plan, spec, [])
+        _tokens(plan, loaded, [])
         return plan
-    target = make_target(spec, cases, loaded.deadline)
-    try:
+    with make_target(spec, cases, loaded.deadline) as target:
         outputs = collect_outputs(target, sample, spec.target_k)
-    finally:
-        target.close()
-    from gate.stages.generation import plan_tasks
-    from gate.stages.judging import build_engines
-    from gate.stages.pairing import plan_pairs
-
     cache = open_cache(spec, spec.resolve(spec.data["cache"]["path"]).exists())  # a plan never creates the cache file
     try:
-        engines, client = build_engines({p.engine for p in runnable}, settings, dict(gen.get("criteria", {})), cache)
-        tasks = plan_tasks(sample, outputs, runnable, engines, settings, cache).tasks
-        cached, todo = split_cached(tasks, cache)
-        by_name = {m.name: m for m in plan.metrics}
-        for t in tasks:
-            m = by_name[t.plan.name]
-            if t.key in cached:
-                m.cached += 1
-        for t in todo:
-            m = by_name[t.plan.name]
-            m.to_judge += 1
-            m.calls += calls_per_sample(t.plan.engine, t.plan.metric, len(t.item.contexts))
-        self_cfg = gen.get("self_check")
-        if self_cfg:
-            check_ids = {c.id for c in sample[: int(self_cfg.get("cases", 10))]}
-            plan.self_check_calls = sum(calls_per_sample(t.plan.engine, t.plan.metric, len(t.item.contexts))
-                                        for t in tasks if t.case_id in check_ids and t.plan.engine != "offline")
-        references = paired_runs(spec, loaded.baseline, loaded.source, loaded.history, _texts(loaded))
-        if references:
-            pairs = plan_pairs(references, sample, {c.id for c in cases}, tasks, {t.key for t in todo}, engines, settings, cache)
-            plan.pairing_calls = sum(calls_per_sample(t.plan.engine, t.plan.metric, len(t.item.contexts)) for t in pairs.fresh.values())
-        judged_criteria = {t.plan.metric for t in [*todo, *tasks] if t.plan.engine == "deepeval" and (t.plan.engine, t.plan.metric) not in CALLS}
-        if self_cfg or todo:
-            kept = getattr(engines.get("deepeval"), "kept_steps", None)
-            plan.steps_calls = len([name for name in judged_criteria if kept is not None and not kept(name)])
-        if client is not None:
-            import asyncio
-
-            asyncio.run(client.aclose())
+        session = JudgeSession.open({m.engine for m in runnable}, StageContext(cases, outputs, cache, judge=judge), gen.criteria)
+        todo = _plan_judging(plan, loaded, gen, sample, make_tasks(sample, outputs, runnable, session), session)
+        if session.client is not None:
+            asyncio.run(session.client.aclose())
     finally:
         cache.close()
-    _tokens(plan, spec, [(t.item.question, t.item.answer, t.item.contexts) for t in todo])
+    _tokens(plan, loaded, [(t.item.question, t.item.answer, t.item.contexts) for t in todo])
     return plan
 
 
-def _texts(loaded: Any) -> dict[str, str]:
-    from gate.core.records import text_table
+def _plan_noise(plan: RunPlan, noise: NoiseSettings, cases: Sequence[GoldenCase]) -> None:
+    """The noise test's judge and target calls, at most."""
+    sample = noise.sample.draw(cases)
+    judged = noise.correctness.judged
+    engine = noise.correctness.engine if judged else "offline"
+    per = calls_per_sample(engine, "answer_correctness" if engine == "ragas" else "correctness", 3)
+    generated = noise.source == "generated"
+    plan.robustness_calls = len(sample) * (2 * per + (noise.distractors if generated else 0))
+    plan.target_calls += 2 * len(sample)
+    plan.robustness_note = (f"noise test: {len(sample)} cases, clean and noisy answers" + (", judged" if judged else ", scored offline")
+                            + (", distractors written by the judge" if generated else "")
+                            + " (at most: a cached or identical answer costs nothing)")
 
-    return text_table(loaded.baseline, *loaded.entries)
+
+def _plan_judging(plan: RunPlan, loaded: Loaded, gen: GenerationSettings, sample: Sequence[GoldenCase], work: TaskList,
+                  session: JudgeSession) -> list[Task]:
+    """Each metric's cached and to-judge counts and calls, and what is judged whatever the cache holds; the tasks to
+    judge."""
+    cached, todo = session.split_cached(work.tasks)
+    by_name = {m.name: m for m in plan.metrics}
+    for t in work.tasks:
+        if t.key in cached:
+            by_name[t.scored.name].cached += 1
+    for t in todo:
+        by_name[t.scored.name].to_judge += 1
+        by_name[t.scored.name].calls += calls_of([t])
+    if gen.self_check:
+        check_ids = {c.id for c in sample[: gen.self_check.cases]}
+        plan.self_check_calls = calls_of([t for t in work.tasks if t.case_id in check_ids and t.scored.engine != "offline"])
+    paired = paired_runs(loaded)
+    if paired:
+        pairs = pair_up(paired, sample, {c.id for c in loaded.cases}, work.tasks, {t.key for t in todo}, session)
+        plan.pairing_calls = calls_of(list(pairs.fresh.values()))
+    criteria = {t.scored.metric for t in [*todo, *work.tasks] if t.scored.engine == "deepeval" and (t.scored.engine, t.scored.metric) not in CALLS}
+    deepeval = session.engines.get("deepeval")
+    if (gen.self_check or todo) and deepeval is not None:
+        plan.steps_calls = len([name for name in criteria if not deepeval.kept_steps(name)])
+    return todo
 
 
-def _tokens(plan: RunPlan, spec: Any, items: list[tuple[str, str, tuple[str, ...]]]) -> None:
+def _tokens(plan: RunPlan, loaded: Loaded, items: list[tuple[str, str, tuple[str, ...]]]) -> None:
     """Tokens (about 4 characters each, plus each prompt's instructions and a reply) and the cost at judge.prices."""
     per_item = [len(q) + len(a) + sum(len(c) for c in ctx) for q, a, ctx in items]
     mean_chars = sum(per_item) / len(per_item) if per_item else 2000
@@ -186,7 +184,7 @@ def _tokens(plan: RunPlan, spec: Any, items: list[tuple[str, str, tuple[str, ...
     prompt = int(calls * (PROMPT_OVERHEAD + mean_chars / 4))
     completion = calls * COMPLETION
     plan.tokens = prompt + completion
-    plan.cost = judge_cost((spec.data.get("judge") or {}).get("prices") or {}, prompt, completion)
+    plan.cost = judge_cost((loaded.spec.judge or {}).get("prices") or {}, prompt, completion)
 
 
 def render_plan(plan: RunPlan) -> str:

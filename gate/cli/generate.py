@@ -21,7 +21,7 @@ import difflib
 import hashlib
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,28 +68,61 @@ def _canary(seed: int, i: int) -> str:
     return "RG-CANARY-" + hashlib.sha256(f"{seed}\x00{i}".encode()).hexdigest()[:8].upper()
 
 
-def generate(corpus: Sequence[tuple[str, str]], existing: Sequence[GoldenCase], n: int, mix: Mapping[str, float],
-             settings: JudgeSettings, cache: Any, *, seed: int = 0, to_doc: Any = lambda x: x) -> Outcome:
-    """``n`` candidate cases from ``corpus`` ((id, text) pairs) in the ``mix`` of kinds."""
+@dataclass(frozen=True)
+class Request:
+    """What to write: ``n`` candidates in the ``mix`` of kinds (checked by the command: gate.cli.golden.parse_mix),
+    from passages picked by ``seed``; ``to_doc`` maps a passage id to its document (two passages of a multi-context
+    case come from different documents)."""
+
+    n: int
+    mix: Mapping[str, float]
+    seed: int = 0
+    to_doc: Callable[[str], str] = str  # str: a passage id is its document
+
+
+def generate(corpus: Sequence[tuple[str, str]], existing: Sequence[GoldenCase], request: Request, settings: JudgeSettings,
+             cache: Any) -> Outcome:
+    """``request.n`` candidate cases from ``corpus`` ((id, text) pairs) in the mix of kinds."""
     from gate.judges import telemetry_off
     from gate.judges.client import JudgeClient
-    from gate.judges.prompts import GENERATE, case_payload, generate_case, prompt_fingerprint
 
-    unknown = sorted(set(mix) - set(KINDS))
-    if unknown:
-        raise InputError(f"golden generate writes {', '.join(KINDS)}; not {', '.join(unknown)}", key="--mix")
     usable = [(i, t) for i, t in corpus if t and t.strip()]
     if not usable:
         raise InputError("the corpus holds no passage with text to write questions from", key="--corpus")
     telemetry_off()
-    client = JudgeClient(settings)
-    fp = prompt_fingerprint(GENERATE)
-    outcome = Outcome(wanted=allocate(n, {**dict.fromkeys(KINDS, 0.0), **mix}))
-    seen_text = {normalised(c.question) for c in existing}
-    seen_tokens = [squad_tokens(c.question) for c in existing]
-    lock = asyncio.Lock()
+    writer = Writer(JudgeClient(settings), settings, cache, request, usable, existing)
+    asyncio.run(writer.run())
+    outcome = writer.outcome
+    order = {k: i for i, k in enumerate(KINDS)}
+    outcome.cases.sort(key=lambda c: order[c["question_type"]])  # stable: within a kind, in the order written
+    if not outcome.cases and outcome.stopped:
+        raise RunError(f"no candidate was written: {outcome.stopped}", hint="raise judge.max_judge_calls")
+    return outcome
 
-    def passages_for(kind: str, rng: random.Random) -> list[tuple[str, str]]:
+
+class Writer:
+    """One generation: the kinds written concurrently, each kind's candidates one after another."""
+
+    def __init__(self, client: Any, settings: JudgeSettings, cache: Any, request: Request, usable: list[tuple[str, str]],
+                 existing: Sequence[GoldenCase]) -> None:
+        from gate.judges.prompts import GENERATE, prompt_fingerprint
+
+        self.client, self.settings, self.cache, self.request, self.usable = client, settings, cache, request, usable
+        self.fp = prompt_fingerprint(GENERATE)
+        self.outcome = Outcome(wanted=allocate(request.n, {**dict.fromkeys(KINDS, 0.0), **request.mix}))
+        self.seen_text = {normalised(c.question) for c in existing}
+        self.seen_tokens = [squad_tokens(c.question) for c in existing]
+        self.lock = asyncio.Lock()
+
+    async def run(self) -> None:
+        try:
+            await asyncio.gather(*(self.one_kind(k, w) for k, w in self.outcome.wanted.items() if w))
+        finally:
+            self.outcome.usage = dict(self.client.usage())
+            await self.client.aclose()
+
+    def passages_for(self, kind: str, rng: random.Random) -> list[tuple[str, str]]:
+        usable, to_doc = self.usable, self.request.to_doc
         if kind in ("out_of_scope", "adversarial"):  # the collection's subject only: a few passages, none answering
             return rng.sample(usable, min(3, len(usable)))
         first = rng.choice(usable)
@@ -98,55 +131,53 @@ def generate(corpus: Sequence[tuple[str, str]], existing: Sequence[GoldenCase], 
         others = [p for p in usable if to_doc(p[0]) != to_doc(first[0])] or [p for p in usable if p != first]
         return [first, rng.choice(others)] if others else [first]
 
-    async def one_kind(kind: str, wanted: int) -> None:
-        rng = random.Random(f"{seed}\x00{kind}")
+    async def one_kind(self, kind: str, wanted: int) -> None:
+        rng = random.Random(f"{self.request.seed}\x00{kind}")
         asked: list[str] = []
+        outcome = self.outcome
         for attempt in range(wanted * ATTEMPTS):
             if sum(1 for c in outcome.cases if c["question_type"] == kind) >= wanted or outcome.stopped:
                 return
-            passages = passages_for(kind, rng)
-            canary = _canary(seed, attempt) if kind == "adversarial" else None
-            payload = case_payload(kind, passages, asked[-AVOID:], canary)
-            key = cache.key_text(GENERATE, fp, settings.model, settings.temperature, payload)
-            text = cache.get_text(key)
-            if text is None:
-                try:
-                    reply = await generate_case(client, settings, payload)
-                except JudgeBudgetExceeded as exc:
-                    outcome.stopped = str(exc)
-                    return
-                except JudgeError as exc:
-                    outcome.dropped.append(f"{kind}: the judge failed ({exc})")
-                    continue
-                text = json.dumps(reply, ensure_ascii=False)
-                cache.put_text(key, client.redactor(text), {"kind": GENERATE, "case_kind": kind})
-            else:
-                outcome.cached += 1
-            reply = json.loads(text)
+            passages = self.passages_for(kind, rng)
+            canary = _canary(self.request.seed, attempt) if kind == "adversarial" else None
+            reply = await self.ask(kind, passages, asked, canary)
+            if reply is None:
+                continue
             asked.append(reply["question"])
-            row = _row(kind, reply, passages, canary, settings.model)
-            async with lock:
-                why = _refused(row, seen_text, seen_tokens)
-                if why:
-                    outcome.dropped.append(f"{kind}: {why}")
-                    continue
-                seen_text.add(normalised(row["question"]))
-                seen_tokens.append(squad_tokens(row["question"]))
-                outcome.cases.append(row)
+            await self.keep(kind, _row(kind, reply, passages, canary, self.settings.model))
 
-    async def run() -> None:
+    async def ask(self, kind: str, passages: list[tuple[str, str]], asked: list[str], canary: str | None) -> dict[str, Any] | None:
+        """The judge's candidate (from the cache when it was written before); None when the judge failed (said in
+        ``dropped``) or the budget ran out (``stopped``)."""
+        from gate.judges.prompts import GENERATE, case_payload, generate_case
+
+        payload = case_payload(kind, passages, asked[-AVOID:], canary)
+        key = self.cache.key_text(GENERATE, self.fp, self.settings.model, self.settings.temperature, payload)
+        text = self.cache.get_text(key)
+        if text is not None:
+            self.outcome.cached += 1
+            return dict(json.loads(text))
         try:
-            await asyncio.gather(*(one_kind(k, w) for k, w in outcome.wanted.items() if w))
-        finally:
-            outcome.usage = dict(client.usage())
-            await client.aclose()
+            reply = await generate_case(self.client, self.settings, payload)
+        except JudgeBudgetExceeded as exc:
+            self.outcome.stopped = str(exc)
+            return None
+        except JudgeError as exc:
+            self.outcome.dropped.append(f"{kind}: the judge failed ({exc})")
+            return None
+        text = json.dumps(reply, ensure_ascii=False)
+        self.cache.put_text(key, self.client.redactor(text), {"kind": GENERATE, "case_kind": kind})
+        return dict(json.loads(text))
 
-    asyncio.run(run())
-    order = {k: i for i, k in enumerate(KINDS)}
-    outcome.cases.sort(key=lambda c: order[c["question_type"]])  # stable: within a kind, in the order written
-    if not outcome.cases and outcome.stopped:
-        raise RunError(f"no candidate was written: {outcome.stopped}", hint="raise judge.max_judge_calls")
-    return outcome
+    async def keep(self, kind: str, row: dict[str, Any]) -> None:
+        async with self.lock:
+            why = _refused(row, self.seen_text, self.seen_tokens)
+            if why:
+                self.outcome.dropped.append(f"{kind}: {why}")
+                return
+            self.seen_text.add(normalised(row["question"]))
+            self.seen_tokens.append(squad_tokens(row["question"]))
+            self.outcome.cases.append(row)
 
 
 def _row(kind: str, reply: Mapping[str, Any], passages: Sequence[tuple[str, str]], canary: str | None, model: str) -> dict[str, Any]:

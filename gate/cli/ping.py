@@ -20,13 +20,10 @@ def ping_target(spec: Spec, cases: list[GoldenCase]) -> tuple[bool, str]:
 
     if not cases:
         return False, "target: not asked (the golden set is empty)"
-    target = make_target(spec, cases)
-    try:
+    with make_target(spec, cases) as target:
         started = time.perf_counter()
         out = target.ask(cases[0], spec.target_k)
         took = (time.perf_counter() - started) * 1000
-    finally:
-        target.close()
     if out.error is not None:
         return False, f"target ({target.kind}): NOT reachable for case {cases[0].id}: {out.error}"
     answered = "an answer" if out.answer else "no answer"
@@ -35,12 +32,11 @@ def ping_target(spec: Spec, cases: list[GoldenCase]) -> tuple[bool, str]:
 
 def ping_judge(spec: Spec, env: Mapping[str, str] | None = None) -> tuple[bool, str]:
     """(reachable, the line to print); (True, ...) with nothing asked when the spec has no judge."""
-    from gate.stages.judging import judge_settings
+    from gate.judges import resolve_judge
 
-    judge = spec.data.get("judge")
-    if not judge:
+    if not spec.judge:
         return True, "judge: none configured (the judge metrics would be skipped)"
-    settings, why_not = judge_settings(judge, os.environ if env is None else env, secrets=spec.secrets)
+    settings, why_not = resolve_judge(spec.judge, os.environ if env is None else env, secrets=spec.secrets)
     if settings is None:
         return False, f"judge: not asked: {why_not}"
     from gate.judges import JudgeError, telemetry_off

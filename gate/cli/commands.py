@@ -1,0 +1,156 @@
+"""The commands that run, merge, show, validate and record: each reads its arguments and calls the layer that does
+the work (gate.app, gate.run, gate.io); what they print names files and counts, and quotes nothing unescaped."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from gate import __version__
+from gate.core.errors import EXIT_ERROR, EXIT_PASS, InputError
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gate.app import Destinations, run_and_write
+    from gate.run.options import RunOptions
+
+    options = RunOptions(commit=os.environ.get("GITHUB_SHA"), use_cache=not args.no_cache)
+    if args.shard is not None:
+        from gate.app import run_shard_and_write
+        from gate.run.shards import parse_shard
+
+        shard = parse_shard(args.shard)
+        if not args.report:
+            raise InputError("a shard writes its part to --report: give the path", key="--report")
+        for flag, value in (("--markdown", args.markdown), ("--junit", args.junit), ("--html", args.html)):
+            if value:
+                raise InputError(f"a shard writes its part only; {flag} is written by `rag-gate merge`", key=flag)
+        part = run_shard_and_write(args.config, shard, args.report, options, show_progress=not args.no_progress, quiet=args.quiet)
+        return EXIT_ERROR if part["errors"] else EXIT_PASS
+    report = run_and_write(args.config, Destinations(args.report, args.markdown, args.junit, args.html), options,
+                           show_progress=not args.no_progress, quiet=args.quiet)
+    return report["exit_code"]
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from gate.app import Destinations, merge_and_write
+    from gate.run.options import RunOptions
+
+    report = merge_and_write(args.config, args.parts, Destinations(args.report, args.markdown, args.junit, args.html),
+                             RunOptions(commit=os.environ.get("GITHUB_SHA")), quiet=args.quiet)
+    return report["exit_code"]
+
+
+def cmd_cache_merge(args: argparse.Namespace) -> int:
+    from gate.config.loader import load_spec
+    from gate.judges.cache_merge import merge_caches
+
+    out = Path(args.output) if args.output else (spec := load_spec(args.config)).resolve(spec.data["cache"]["path"])
+    added = merge_caches(out, [Path(c) for c in args.caches])
+    print(f"folded {len(args.caches)} cache(s) into {out}: {added.scores} scores and {added.texts} texts added, "
+          f"{added.total_scores} scores and {added.total_texts} texts in all")
+    return EXIT_PASS
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from gate.render.console import log_safe
+    from gate.run.plan import make_plan, render_plan
+
+    sys.stdout.write(log_safe(render_plan(make_plan(args.config, ask_target=not args.no_target))))
+    return EXIT_PASS
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from gate.config.loader import load_spec
+    from gate.io.golden import load_golden_set
+    from gate.io.reports import read_baseline, read_report
+    from gate.render.console import log_safe
+    from gate.render.show import render_case
+
+    report = read_report(Path(args.report), allow_error=True)
+    if not any(c["id"] == args.case for c in report["cases"]):
+        raise InputError(f"no case {args.case!r} in this report ({report['golden_set']['n']} cases)", file=args.report)
+    golden = baseline = None
+    if Path(args.config).exists():  # the question, ground truth and the baseline come from the spec's files
+        spec = load_spec(args.config, unset_ok=True)
+        if spec.golden_set_path.exists():
+            golden = next((c for c in load_golden_set(spec.golden_set_path) if c.id == args.case), None)
+        baseline = read_baseline(spec.baseline_path)
+    sys.stdout.write(log_safe(render_case(report, args.case, golden, baseline)))
+    return EXIT_PASS
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from gate.config.loader import load_spec
+    from gate.io.golden import load_golden_set
+
+    spec = load_spec(args.config)
+    cases = load_golden_set(spec.golden_set_path)
+    by_type: dict[str, int] = {}
+    for c in cases:
+        by_type[c.type] = by_type.get(c.type, 0) + 1
+    kinds = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items()))
+    print(f"{spec.path}: valid")
+    print(f"{spec.golden_set_path}: {len(cases)} cases ({kinds})")
+    if "results" in spec.target:
+        path = spec.resolve(spec.target["results"])
+        if path.exists():
+            from gate.targets.results import read_results
+
+            results = read_results(path, cases)
+            missing = sum(1 for c in cases if c.id not in results.outputs)
+            print(f"{path}: {len(results.outputs)} lines match golden cases, {missing} cases have no line"
+                  + (f", {len(results.unmatched)} lines match no case" if results.unmatched else ""))
+        else:
+            print(f"{path}: not there yet (it is read when `rag-gate run` starts)")
+    if args.ping:
+        from gate.cli.ping import ping_judge, ping_target
+        from gate.render.console import log_safe
+
+        ok_target, said_target = ping_target(spec, cases)
+        ok_judge, said_judge = ping_judge(spec)
+        print(log_safe(said_target))
+        print(log_safe(said_judge))
+        if not (ok_target and ok_judge):
+            return EXIT_ERROR
+    return EXIT_PASS
+
+
+def cmd_baseline_update(args: argparse.Namespace) -> int:
+    from gate.config.loader import load_spec
+    from gate.core.records import baseline_from_report
+    from gate.io.files import write_text
+    from gate.io.reports import document_json, read_report
+    from gate.run.options import now_iso
+
+    spec = load_spec(args.config)
+    path = Path(args.report)
+    report = read_report(path, allow_error=args.force)
+    out = Path(args.output) if args.output else spec.baseline_path
+    baseline = baseline_from_report(report, created_at=now_iso(), tool_version=__version__)
+    write_text(out, document_json(baseline, "baseline", indent=2, sort_keys=True) + "\n", what="baseline")
+    metrics = sum(len(s["metrics"]) for s in baseline["stages"].values())
+    print(f"wrote {out}: {metrics} metrics from {len(baseline['stages'])} stage(s) of {path}")
+    return EXIT_PASS
+
+
+def cmd_history_record(args: argparse.Namespace) -> int:
+    from gate.config.loader import load_spec
+    from gate.core.records import entry_from_report
+    from gate.io.history import LocalHistoryStore
+    from gate.io.reports import read_report
+
+    spec = load_spec(args.config)
+    path = Path(args.report)
+    report = read_report(path)
+    store = LocalHistoryStore(spec.history_path, int(spec.data["history"]["max_entries"]))
+    store.append(entry_from_report(report, branch=args.branch or os.environ.get("GITHUB_REF_NAME") or None))
+    entries = store.read()
+    from gate.render.console import log_safe
+
+    for warning in store.warnings:
+        print(log_safe(f"rag-gate: warning: {warning} (kept in the file)"), file=sys.stderr)
+    print(f"recorded {path} in {spec.history_path} ({len(entries)} entries)")
+    return EXIT_PASS

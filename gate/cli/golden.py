@@ -1,0 +1,121 @@
+"""``rag-gate golden check`` and ``rag-gate golden generate``: the golden set's health, and candidate cases for it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Collection
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gate.core.errors import EXIT_ERROR, EXIT_FAIL, EXIT_PASS, InputError
+
+if TYPE_CHECKING:
+    from gate.cli.generate import Outcome
+
+
+def parse_mix(text: str, kinds: Collection[str] | None = None) -> dict[str, float]:
+    """``--mix`` ("simple=0.4,ambiguous=0.6") as shares that add up to 1; ``kinds``: the only names allowed. InputError
+    naming --mix and what it received otherwise."""
+    mix: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if not sep or not name.strip() or not 0 <= share <= 1:
+            raise InputError(f"must be TYPE=SHARE pairs with shares from 0 to 1 (simple=0.4,ambiguous=0.15), got {item!r}", key="--mix")
+        mix[name.strip()] = share
+    if abs(sum(mix.values()) - 1) > 0.01:
+        raise InputError(f"the shares must add up to 1, they add up to {sum(mix.values()):g}", key="--mix")
+    unknown = sorted(set(mix) - set(kinds)) if kinds is not None else []
+    if unknown:
+        raise InputError(f"golden generate writes {', '.join(kinds or ())}; not {', '.join(unknown)}", key="--mix")
+    return mix
+
+
+def cmd_golden_check(args: argparse.Namespace) -> int:
+    from gate.config.loader import load_spec
+    from gate.core.goldencheck import check
+    from gate.io.files import write_text
+    from gate.io.golden import load_corpus_ids, load_golden_set
+    from gate.render.console import log_safe
+
+    mix = parse_mix(args.mix) if args.mix else None
+    spec = load_spec(args.config, unset_ok=True)  # nothing is asked: the target's and judge's variables may be unset
+    cases = load_golden_set(spec.golden_set_path)
+    corpus = load_corpus_ids(Path(args.corpus)) if args.corpus else None
+    findings, counts = check(cases, spec.data["stages"], corpus=corpus, mix=mix, to_id=spec.stages.match.to_id())
+    if args.json:
+        write_text(args.json, json.dumps({"findings": findings, "counts": counts}, indent=2, ensure_ascii=False) + "\n",
+                   what="findings")
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print(f"{spec.golden_set_path}: {counts['cases']} cases", file=out)
+    for key in ("type", "question_type", "category", "tag"):
+        if counts[key]:
+            print(log_safe(f"  {key}: " + ", ".join(f"{k} {n}" for k, n in sorted(counts[key].items(), key=lambda kv: -kv[1]))), file=out)
+    for f in findings:
+        print(log_safe(f"{f['level']:<7} {f['code']:<21} {f['message']}"), file=out)
+    errors = sum(1 for f in findings if f["level"] == "error")
+    warnings = sum(1 for f in findings if f["level"] == "warning")
+    print(f"{errors} error(s), {warnings} warning(s), {len(findings) - errors - warnings} note(s)", file=out)
+    return EXIT_FAIL if errors else EXIT_PASS
+
+
+def cmd_golden_generate(args: argparse.Namespace) -> int:
+    from gate.cli.generate import KINDS, Request, generate
+    from gate.config.loader import load_spec
+    from gate.core.goldencheck import DEFAULT_MIX
+    from gate.io.files import write_text
+    from gate.io.golden import load_corpus, load_golden_set
+    from gate.judges import resolve_judge
+    from gate.stages.judging import open_cache
+
+    if args.n < 1:
+        raise InputError(f"must be at least 1, got {args.n}", key="--n")
+    mix = parse_mix(args.mix, KINDS) if args.mix else DEFAULT_MIX
+    spec = load_spec(args.config)
+    settings, why_not = resolve_judge(spec.judge, os.environ, secrets=spec.secrets)
+    if settings is None:
+        raise InputError(f"golden generate writes with the spec's judge: {why_not}", key="judge")
+    corpus = load_corpus(Path(args.corpus), texts=True)
+    existing = load_golden_set(spec.golden_set_path) if spec.golden_set_path.exists() else []
+    cache = open_cache(spec, True)
+    try:
+        outcome = generate(corpus, existing, Request(args.n, mix, args.seed, spec.stages.match.to_id()), settings, cache)
+    finally:
+        cache.close()
+    write_text(args.out, "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in outcome.cases), what="candidates")
+    return said(args.out, outcome)
+
+
+def said(out: str, outcome: Outcome) -> int:
+    """What golden generate wrote, dropped and spent, on the console; the exit code."""
+    from gate.render.console import log_safe
+
+    kinds: dict[str, int] = {}
+    for c in outcome.cases:
+        kinds[c["question_type"]] = kinds.get(c["question_type"], 0) + 1
+    usage = outcome.usage
+    calls = int(usage.get("calls", 0))
+    tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+    fresh = len(outcome.cases) - outcome.cached
+    per = f" ({calls / fresh:.2f} calls and {tokens / fresh:,.0f} tokens a new candidate)" if fresh > 0 and calls else ""
+    print(f"wrote {len(outcome.cases)} candidate(s) to {out}: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
+    print(f"judge: {calls} call(s), {tokens:,} tokens{per}; {outcome.cached} from the cache")
+    for why in outcome.dropped[:10]:
+        print(log_safe(f"dropped: {why}"))
+    if len(outcome.dropped) > 10:
+        print(f"dropped: ... and {len(outcome.dropped) - 10} more")
+    print("every candidate has metadata.review: pending: runs leave it out until you review it and remove the field "
+          "(or set it to approved); `rag-gate golden check` lists them")
+    if outcome.stopped:
+        print(log_safe(f"rag-gate: stopped early: {outcome.stopped}"), file=sys.stderr)
+        return EXIT_ERROR
+    short = {k: w - kinds.get(k, 0) for k, w in outcome.wanted.items() if kinds.get(k, 0) < w}
+    if short:
+        print("fewer than asked: " + ", ".join(f"{k} {n} short" for k, n in short.items()) + " (see dropped above)")
+    return EXIT_PASS

@@ -1,0 +1,105 @@
+"""The command line's arguments: one sub-command per job, each taking the spec with --config."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from gate import __version__
+
+Commands = Any  # argparse's sub-parsers action (its class is private)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rag-gate", description="Gate pull requests on the quality of a RAG system.")
+    p.add_argument("--version", action="version", version=f"rag-gate {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    spec = argparse.ArgumentParser(add_help=False)  # the one --config every command takes
+    spec.add_argument("--config", default="rag-eval.yml", help="the spec file (default: rag-eval.yml)")
+    _run_and_merge(sub, spec)
+    _validate_baseline_history(sub, spec)
+    _plan_and_show(sub, spec)
+    _golden_and_cache(sub, spec)
+    return p
+
+
+def _run_and_merge(sub: Commands, spec: argparse.ArgumentParser) -> None:
+    run = sub.add_parser("run", parents=[spec], help="ask the target, compute the metrics, apply the gates, write the reports")
+    run.add_argument("--report", metavar="PATH", help="write report.json here ('-' for stdout)")
+    run.add_argument("--markdown", metavar="PATH", help="write the PR comment body (Markdown) here")
+    run.add_argument("--junit", metavar="PATH", help="write JUnit XML (one test case per gate) here")
+    run.add_argument("--html", metavar="PATH", help="write the HTML report here: one self-contained file with every case, "
+                     "filters and each case's passages, answer diff and scores")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    run.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
+    run.add_argument("--no-cache", action="store_true", help="judge every case again, ignoring and not writing the judge cache")
+    run.add_argument("--shard", metavar="I/N", help="run only shard I of N (a stable split by case id) and write its part to "
+                     "--report; `rag-gate merge` gates the parts together")
+
+    merge = sub.add_parser("merge", parents=[spec], help="merge the parts of a sharded run into one report, and gate it")
+    merge.add_argument("parts", nargs="+", metavar="PART", help="the parts (rag-gate run --shard I/N --report PART), or "
+                       "folders holding them")
+    merge.add_argument("--report", metavar="PATH", help="write report.json here ('-' for stdout)")
+    merge.add_argument("--markdown", metavar="PATH", help="write the PR comment body (Markdown) here")
+    merge.add_argument("--junit", metavar="PATH", help="write JUnit XML (one test case per gate) here")
+    merge.add_argument("--html", metavar="PATH", help="write the HTML report here (see `rag-gate run --html`)")
+    merge.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
+
+
+
+def _validate_baseline_history(sub: Commands, spec: argparse.ArgumentParser) -> None:
+    val = sub.add_parser("validate", parents=[spec], help="check the spec and the golden set without running anything")
+    val.add_argument("--ping", action="store_true", help="also ask the target one question and the judge one tiny call, "
+                     "and say whether each answered and how fast (exit 3 when one did not)")
+
+    base = sub.add_parser("baseline", help="manage the baseline file")
+    base_sub = base.add_subparsers(dest="action", required=True, metavar="ACTION")
+    upd = base_sub.add_parser("update", parents=[spec], help="write the baseline from a report")
+    upd.add_argument("--report", required=True, metavar="PATH", help="report.json of the run to take as the baseline")
+    upd.add_argument("--output", metavar="PATH", help="where to write it (default: baseline.path of the spec)")
+    upd.add_argument("--force", action="store_true", help="accept a report whose verdict is 'error'")
+
+    hist = sub.add_parser("history", help="the history of default-branch runs (for trend gates)")
+    hist_sub = hist.add_subparsers(dest="action", required=True, metavar="ACTION")
+    rec = hist_sub.add_parser("record", parents=[spec], help="append a run's report to the history file")
+    rec.add_argument("--report", required=True, metavar="PATH", help="report.json of a default-branch run")
+    rec.add_argument("--branch", help="branch the run was on (default: GITHUB_REF_NAME)")
+
+
+
+def _plan_and_show(sub: Commands, spec: argparse.ArgumentParser) -> None:
+    plan = sub.add_parser("plan", parents=[spec], help="what a run will do and spend: cases, samples, judge calls, cache, cost")
+    plan.add_argument("--no-target", action="store_true", help="do not ask the target for the sampled answers (then nothing "
+                      "counts as cached)")
+
+    show = sub.add_parser("show", parents=[spec], help="one case in full: question, retrieved passages, answer, scores, "
+                          "the baseline's beside them")
+    show.add_argument("case", metavar="CASE_ID", help="the golden case's id")
+    show.add_argument("--report", required=True, metavar="PATH", help="report.json of the run")
+
+
+
+def _golden_and_cache(sub: Commands, spec: argparse.ArgumentParser) -> None:
+    golden = sub.add_parser("golden", help="the golden set")
+    golden_sub = golden.add_subparsers(dest="action", required=True, metavar="ACTION")
+    gc = golden_sub.add_parser("check", parents=[spec], help="find duplicates, unknown ids, a lopsided mix, stale cases")
+    gc.add_argument("--corpus", metavar="FILE", help="the corpus (JSONL, one {id, text} a line): relevant ids it lacks, "
+                    "documents no case covers")
+    gc.add_argument("--json", metavar="OUT", help="write the findings as JSON here ('-' for stdout)")
+    gc.add_argument("--mix", metavar="TYPE=SHARE,...", help="the target question-type mix (default: simple=0.4,"
+                    "multi_context=0.25,ambiguous=0.15,out_of_scope=0.1,adversarial=0.1)")
+
+    gg = golden_sub.add_parser("generate", parents=[spec], help="write candidate cases from a corpus with the spec's judge")
+    gg.add_argument("--corpus", metavar="FILE", required=True, help="the corpus (JSONL, one {id, text, metadata} a line)")
+    gg.add_argument("--n", type=int, required=True, metavar="N", help="how many candidates")
+    gg.add_argument("--mix", metavar="TYPE=SHARE,...", help="the kinds to write (default: simple=0.4,multi_context=0.25,"
+                    "ambiguous=0.15,out_of_scope=0.1,adversarial=0.1)")
+    gg.add_argument("--seed", type=int, default=0, help="which passages each candidate is made from (default 0)")
+    gg.add_argument("--out", metavar="FILE", required=True, help="where to write the candidates (JSONL; review them, then "
+                    "append them to the golden set)")
+
+    cache = sub.add_parser("cache", help="the judge cache")
+    cache_sub = cache.add_subparsers(dest="action", required=True, metavar="ACTION")
+    cm = cache_sub.add_parser("merge", parents=[spec], help="fold several judge caches (one per shard) into one")
+    cm.add_argument("caches", nargs="+", metavar="CACHE", help="the cache files to fold in")
+    cm.add_argument("--output", metavar="PATH", help="the cache to fold them into (default: cache.path of the spec)")

@@ -1,0 +1,48 @@
+"""Asking the target: once per golden case, its answers kept for every stage (nothing is asked twice)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from gate.core.errors import RunError
+from gate.core.model import GoldenCase, TargetOutput
+from gate.deadline import NO_DEADLINE, REACHED, Deadline
+from gate.targets import Target
+
+
+def collect_outputs(
+    target: Target, cases: Sequence[GoldenCase], k: int, on_done: Callable[[TargetOutput], None] | None = None,
+    deadline: Deadline = NO_DEADLINE,
+) -> dict[str, TargetOutput]:
+    """Ask the target once per case (``target.concurrency`` at a time). Never raises per case, but for a target that
+    cannot be reached at all (``fail_fast``): its first case is asked alone, and if no attempt even connected the run
+    stops there (RunError naming the URL) instead of waiting out every case's retries. Cases not started by the
+    deadline end as errors saying so."""
+
+    def ask(case: GoldenCase) -> TargetOutput:
+        if deadline.reached():
+            out = TargetOutput.failed(case.id, REACHED)
+        else:
+            try:
+                out = target.ask(case, k)
+            except Exception as exc:  # a bug in a target must not lose the other cases
+                out = TargetOutput.failed(case.id, f"{type(exc).__name__}: {exc}")
+        if on_done:
+            on_done(out)
+        return out
+
+    outputs: dict[str, TargetOutput] = {}
+    rest = list(cases)
+    if target.fail_fast and rest:
+        first = ask(rest.pop(0))
+        outputs[first.case_id] = first
+        if target.unreachable:
+            raise RunError(f"the target cannot be reached: {target.unreachable}",
+                           hint="start the service (or fix target.http.url) and run again; no other case was asked")
+    if target.concurrency <= 1 or len(rest) <= 1:
+        outputs.update((c.id, ask(c)) for c in rest)
+        return outputs
+    with ThreadPoolExecutor(max_workers=min(target.concurrency, len(rest)), thread_name_prefix="rag-gate-target") as pool:
+        outputs.update((out.case_id, out) for out in pool.map(ask, rest))
+    return outputs

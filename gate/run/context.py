@@ -1,0 +1,70 @@
+"""The two things a run builds once from what it loaded: the context its judged stages share (``stage_context``) and
+the facts its report records beside the figures (``run_facts``). A single run and a merge of shards build both here."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gate.core.model import TargetOutput
+from gate.core.redact import Redactor
+from gate.core.report import HistoryEntry, StageMeasurement, StoredRun
+from gate.judges import resolve_judge
+from gate.run.load import Loaded
+from gate.run.notes import passage_text_warning, pending_note, target_notes
+from gate.run.options import RunOptions
+from gate.stages.context import StageContext
+
+if TYPE_CHECKING:
+    from gate.judges.cache import ScoreCache
+
+
+def stage_context(loaded: Loaded, outputs: Mapping[str, TargetOutput], options: RunOptions, cache: ScoreCache,
+                  only: Collection[str] | None = None) -> StageContext:
+    """What the judged stages of this run share: the judge resolved once (its key read from the environment), the
+    cache, the deadline, the shard's cases, the progress and the run's secrets."""
+    spec = loaded.spec
+    judge, no_judge = resolve_judge(spec.judge, os.environ, secrets=spec.secrets)
+    return StageContext(cases=loaded.cases, outputs=outputs, cache=cache, judge=judge, no_judge=no_judge, deadline=loaded.deadline,
+                        only=only, progress=options.progress, redactor=Redactor([*spec.secrets, *options.secrets]))
+
+
+@dataclass
+class Measured:
+    """What a run (or one shard of it) got from its target and its judges."""
+
+    outputs: dict[str, TargetOutput]
+    judged: dict[str, StageMeasurement]
+    target_kind: str
+    unmatched: Sequence[int]  # lines of a results file that match no golden case
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run is compared with and the facts about it that come from outside: its time, commit and pull request."""
+
+    created_at: str
+    commit: str | None = None
+    duration_s: float | None = None
+    baseline: StoredRun | None = None
+    baseline_source: str | None = None
+    history: Sequence[HistoryEntry] = ()  # usable entries (same golden set and spec), oldest first
+    warnings: Sequence[str] = ()  # from reading the history, and the run's notes
+    target_kind: str = "results"
+    target_notes: Sequence[str] = ()
+    pull_request: tuple[int | None, str | None] | None = None  # (number, head commit): set by the action
+    deadline_note: str | None = None  # how far the run got when max_duration_s ran out (a run error)
+    run_url: str | None = None  # the CI run's page (the action), recorded in report.run.url
+
+
+def run_facts(loaded: Loaded, options: RunOptions, measured: Measured, duration_s: float, deadline_note: str | None) -> RunFacts:
+    """The facts the report records: a single run's and a merge's alike (``options.commit`` says which commit)."""
+    no_text = passage_text_warning(loaded.spec, measured.outputs)
+    return RunFacts(created_at=options.now(), commit=options.commit, duration_s=duration_s, deadline_note=deadline_note,
+                    baseline=loaded.baseline, baseline_source=loaded.source,
+                    history=loaded.history,  # every stage picks the runs it can compare with (gate.run.evaluate.gate_stages)
+                    warnings=[*loaded.store.warnings, *([no_text] if no_text else []), *pending_note(loaded)],
+                    target_kind=measured.target_kind, target_notes=target_notes(loaded.cases, measured.outputs, measured.unmatched),
+                    pull_request=options.pull_request, run_url=options.run_url)

@@ -1,0 +1,180 @@
+"""From what a run measured to its report. Pure: the retrieval stage is measured here (it needs no I/O), the judged
+stages come measured; every stage is gated the same way (gate.core.verdict.gate_stage) against what it is compared
+with (the baseline's stage, the history entries measured the same way)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gate import __version__
+from gate.config.spec import Spec
+from gate.core.cases import fingerprint as golden_fingerprint
+from gate.core.cases import groups
+from gate.core.digest import digest_json
+from gate.core.errors import EXIT_CODES
+from gate.core.goldencheck import question_type
+from gate.core.model import GoldenCase, TargetOutput
+from gate.core.records import history_summary, mismatched
+from gate.core.report import SCHEMA_VERSION, BaselineInfo, GoldenSetInfo, JudgeInfo, Report, RunInfo, StageMeasurement, StageResult, TargetInfo
+from gate.core.verdict import CompareWith, decide_verdict, gate_stage, run_errors, trap_warning
+from gate.run.context import RunFacts
+from gate.stages.retrieval import retrieval_stage, stale_labels
+
+Groups = Mapping[str, Mapping[str, Sequence[str]]]  # by -> group -> case ids
+
+
+def with_judge(fingerprint: str, judge: JudgeInfo) -> str:
+    """A judged stage's fingerprint with the judge that measured it: engine versions and prompt fingerprints."""
+    return digest_json([fingerprint, judge.get("engines", {}), judge.get("prompts", {})])
+
+
+def skipped(reason: str) -> StageMeasurement:
+    return {"skipped": reason, "metrics": {}, "samples": [], "not_evaluated": {}, "warnings": []}
+
+
+def gate_stages(spec: Spec, measured: Mapping[str, StageMeasurement], facts: RunFacts, fingerprints: dict[str, str],
+                questions: Mapping[str, str], case_groups: Groups | None = None) -> dict[str, StageResult]:
+    """Every stage gated the same way, against the baseline's stage and the history entries measured the same way."""
+    baseline = facts.baseline
+    stages: dict[str, StageResult] = {}
+    for name, stage in measured.items():
+        differs = baseline is not None and bool(mismatched(baseline, fingerprints, name))
+        # the stored-scores comparison needs runs measured the same way; same-run pairs do not (gate.core.pairs)
+        against = CompareWith(
+            baseline=baseline["stages"].get(name) if baseline else None,
+            history=[e for e in facts.history if not mismatched(e, fingerprints, name)],
+            mismatch_policy=spec.data["baseline"]["on_mismatch"] if differs else None,
+            retrieval=stages.get("retrieval"),
+            groups=case_groups,
+        )
+        stages[name] = gate_stage(name, stage, spec.stages.gates(name), against, questions)
+    return stages
+
+
+def measure_all(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], case_groups: dict[str, dict[str, list[str]]],
+                judged: Mapping[str, StageMeasurement] | None) -> dict[str, StageMeasurement]:
+    """The retrieval stage measured (or why not), then the judged stages as they came."""
+    measured: dict[str, StageMeasurement] = {"retrieval": skipped("not configured in the spec")}
+    if spec.stages.retrieval:
+        measured["retrieval"] = retrieval_stage(spec.stages.retrieval, cases, outputs, case_groups, spec.cutoff)
+    measured.update(judged or {})
+    return measured
+
+
+def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], facts: RunFacts,
+             judged: Mapping[str, StageMeasurement] | None = None) -> Report:
+    """The report for one run. ``judged`` holds the judged stages already measured (generation, robustness)."""
+    fingerprints = spec.fingerprints(golden_fingerprint(cases))
+    case_groups = groups(cases)
+    measured = measure_all(spec, cases, outputs, case_groups, judged)
+    texts: dict[str, str] = {}
+    for name, stage in measured.items():
+        texts.update(stage.get("texts", {}))
+        if name in fingerprints and "judge" in stage:  # the judge's engines and prompts are part of how a stage measures
+            fingerprints[name] = with_judge(fingerprints[name], stage["judge"])
+    by_groups = {**case_groups, "question_type": question_groups(cases, spec)}
+    stages = gate_stages(spec, measured, facts, fingerprints, {c.id: c.question for c in cases}, by_groups)
+    errors, warnings = run_problems(spec, cases, outputs, stages, facts)
+    verdict = decide_verdict((s["status"] for s in stages.values()), errors)
+    report: Report = {
+        "schema_version": SCHEMA_VERSION, "verdict": verdict, "exit_code": EXIT_CODES[verdict], "errors": errors,
+        "warnings": warnings + list(facts.warnings), "tool": {"name": "rag-gate", "version": __version__},
+        "run": run_info(spec, facts), "fingerprints": fingerprints, "golden_set": golden_set_info(spec, cases, case_groups),
+        "target": target_info(spec, cases, outputs, facts), "baseline": baseline_info(spec, facts, fingerprints), "stages": stages,
+        "cases": [
+            {"id": c.id, "type": c.type, "retrieved": [d.id for d in outputs[c.id].retrieved],
+             "answer": outputs[c.id].answer, "latency_ms": outputs[c.id].latency_ms, "error": outputs[c.id].error}
+            for c in cases
+        ],
+        "history": history_summary(facts.history),
+    }
+    if texts:
+        report["texts"] = texts
+    return report
+
+
+def run_problems(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], stages: dict[str, StageResult],
+                 facts: RunFacts) -> tuple[list[str], list[str]]:
+    """(why the run could not be completed, the warnings it has): the faithfulness-recall trap, the error rates, stale
+    relevance labels (said first: every retrieval gate reads the same labels), the deadline."""
+    warnings: list[str] = []
+    trap = trap_warning(stages, facts.baseline, facts.history)
+    if trap:
+        warnings.append(trap)
+        stages["generation"]["warnings"].append(trap)
+    failed = [o.error for o in outputs.values() if o.error is not None]
+    errors = run_errors(stages, len(cases), failed, float(spec.data["max_error_rate"]))
+    retrieval = spec.stages.retrieval
+    stale = stale_labels(cases, outputs, retrieval.match) if retrieval else None
+    if stale and retrieval and retrieval.on_stale_labels == "error":
+        errors.insert(0, stale)
+    elif stale:
+        warnings.insert(0, stale)
+    if facts.deadline_note:
+        errors.append(facts.deadline_note)
+    return errors, warnings
+
+
+def golden_set_info(spec: Spec, cases: Sequence[GoldenCase], case_groups: Groups) -> GoldenSetInfo:
+    info: GoldenSetInfo = {
+        "path": str(spec.golden_set_path),
+        "n": len(cases),
+        "by_type": {t: len(ids) for t, ids in case_groups["type"].items()},
+        "by_category": {t: len(ids) for t, ids in case_groups["category"].items()},
+        "by_tag": {t: len(ids) for t, ids in case_groups["tag"].items()},
+    }
+    if any(c.question_type for c in cases):
+        info["by_question_type"] = question_mix(cases, spec)
+    return info
+
+
+def target_info(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], facts: RunFacts) -> TargetInfo:
+    failed = sum(1 for o in outputs.values() if o.error is not None)
+    return {"kind": facts.target_kind, "k": spec.target_k, "calls": len(cases), "errors": failed,
+            "error_rate": failed / len(cases) if cases else 0.0, "max_error_rate": float(spec.data["max_error_rate"]),
+            "notes": list(facts.target_notes)}
+
+
+def question_groups(cases: Sequence[GoldenCase], spec: Spec) -> dict[str, list[str]]:
+    """Case ids by question type (its own, else derived: gate.core.goldencheck.question_type)."""
+    to_doc = spec.stages.match.to_id()
+    out: dict[str, list[str]] = {}
+    for c in cases:
+        out.setdefault(question_type(c, to_doc), []).append(c.id)
+    return out
+
+
+def question_mix(cases: Sequence[GoldenCase], spec: Spec) -> dict[str, int]:
+    """Cases by question type, most frequent first."""
+    counts = {kind: len(ids) for kind, ids in question_groups(cases, spec).items()}
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def run_info(spec: Spec, facts: RunFacts) -> RunInfo:
+    run: RunInfo = {
+        "created_at": facts.created_at,
+        "config": str(spec.path),
+        "commit": facts.commit,
+        "duration_s": None if facts.duration_s is None else round(facts.duration_s, 3),
+        "comment_id": spec.data["report"]["comment_id"],
+        "max_cases": spec.data["report"]["max_cases"],
+    }
+    if facts.pull_request is not None:
+        run["pr"], run["head_sha"] = facts.pull_request
+    if facts.run_url:
+        run["url"] = facts.run_url
+    return run
+
+
+def baseline_info(spec: Spec, facts: RunFacts, fingerprints: dict[str, str]) -> BaselineInfo:
+    baseline = facts.baseline
+    return {
+        "path": str(spec.baseline_path),
+        "found": baseline is not None,
+        "created_at": baseline["created_at"] if baseline else None,
+        "commit": baseline["commit"] if baseline else None,
+        "fingerprints": baseline["fingerprints"] if baseline else None,
+        "mismatch": mismatched(baseline, fingerprints) if baseline else [],
+        "on_mismatch": spec.data["baseline"]["on_mismatch"],
+        "source": facts.baseline_source if baseline else None,
+    }

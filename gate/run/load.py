@@ -1,0 +1,58 @@
+"""What a run reads before it asks anything: the spec, the golden set, the history and the baseline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gate.config.loader import load_spec
+from gate.config.spec import Spec
+from gate.core.model import GoldenCase
+from gate.core.records import window
+from gate.core.report import HistoryEntry, StoredRun
+from gate.deadline import Deadline
+from gate.io.golden import load_golden_set
+from gate.io.history import HistoryStore, LocalHistoryStore
+from gate.io.reports import read_baseline
+from gate.run.options import RunOptions
+
+COMMITTED = "the committed baseline file"
+
+
+@dataclass
+class Loaded:
+    """What a run reads before it asks anything: the spec, the golden set, the history and the baseline."""
+
+    spec: Spec
+    cases: list[GoldenCase]
+    store: HistoryStore
+    entries: list[HistoryEntry]
+    baseline: StoredRun | None
+    source: str  # where the baseline is from, in words
+    deadline: Deadline
+    pending: int = 0  # generated cases left out: they await review
+
+    @property
+    def history(self) -> list[HistoryEntry]:
+        """The history entries a run may compare with: the newest history.max_entries, oldest first."""
+        return window(self.entries, int(self.spec.data["history"]["max_entries"]))
+
+
+def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
+    """Read the spec, the golden set, the history and the baseline (the one ``options.choose_baseline`` picks).
+    ``unset_ok``: the spec may read variables that are not set (a merge asks no target and no judge)."""
+    spec = load_spec(config, unset_ok=unset_ok)
+    max_entries = int(spec.data["history"]["max_entries"])
+    everything = load_golden_set(spec.golden_set_path)
+    cases = [c for c in everything if not c.pending_review]  # generated cases wait for a reviewer's approval
+    store = options.history_store or LocalHistoryStore(spec.history_path, max_entries)
+    store.max_entries = max_entries
+    entries = store.read()
+    baseline: StoredRun | None = read_baseline(spec.baseline_path)
+    source = COMMITTED
+    chosen = options.choose_baseline(entries) if options.choose_baseline else None
+    if chosen is not None and chosen[0] is not None:
+        baseline, source = chosen
+    elif chosen is not None:
+        source = f"{chosen[1]}; {COMMITTED}" if baseline else chosen[1]
+    deadline = Deadline(options.max_duration_s if options.max_duration_s is not None else spec.data["max_duration_s"])
+    return Loaded(spec, cases, store, entries, baseline, source, deadline, len(everything) - len(cases))

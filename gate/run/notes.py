@@ -1,0 +1,81 @@
+"""What the report says about a run beside its figures: lines of a results file that match no case, scores out of
+order, answers without passage text, generated cases left out, and how far a run got when its time ran out."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from gate.config.spec import Spec
+from gate.core.model import GoldenCase, TargetOutput
+from gate.core.report import StageMeasurement
+from gate.deadline import REACHED, Deadline
+
+if TYPE_CHECKING:
+    from gate.run.load import Loaded
+
+
+
+def unsorted_scores_note(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> list[str]:
+    """A note when retrieved lists carry scores that are not in descending order: rag-gate ranks by list order (the
+    order the RAG system uses), trec_eval by score, so the two would disagree on those cases."""
+    unsorted = [c.id for c in cases
+                if (scores := [d.score for d in outputs[c.id].retrieved if d.score is not None])
+                and any(map(operator.lt, scores, scores[1:]))]
+    if not unsorted:
+        return []
+    return [f"{len(unsorted)} case(s) list passages whose scores are not in descending order (first: {unsorted[0]}); "
+            "rag-gate ranks by the order of the list, trec_eval by score: sort the list if the scores are the ranking"]
+
+
+def target_notes(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], unmatched: Sequence[int]) -> list[str]:
+    """What the report says about the target's outputs: results-file lines that match no case, unsorted scores."""
+    notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
+    return notes + unsorted_scores_note(cases, outputs)
+
+
+def passage_text_warning(spec: Spec, outputs: Mapping[str, TargetOutput]) -> str | None:
+    """A warning when the target's answers carry no passage text while a configured stage needs it (the noise test's
+    contexts and corpus distractors, the judge metrics that read contexts): said once, with the count and the key to
+    set, instead of a stage that quietly finds "no distractor" or "no contexts" for every case."""
+    needs: list[str] = []
+    robustness, generation = spec.stages.robustness, spec.stages.generation
+    if robustness is not None and robustness.noise is not None:
+        needs.append("the robustness noise test")
+    if generation is not None and any(m.engine != "offline" for m in generation.metrics):
+        needs.append("the judge metrics that read contexts")
+    if not needs:
+        return None
+    answered = [o for o in outputs.values() if o.error is None and o.retrieved]
+    bare = [o for o in answered if not o.contexts and not any(d.text for d in o.retrieved)]
+    if not bare:
+        return None
+    target = spec.target
+    if "http" in target:
+        key = f"target.http.response.text (now {target['http']['response']['text']!r})"
+    elif "results" in target:
+        key = "a 'text' in each item of 'retrieved' in the results file (or 'contexts' on each line)"
+    else:
+        key = "a 'text' in each retrieved item the python target returns (or 'contexts')"
+    return (f"{len(bare)} of {len(answered)} answers carry no passage text, which {' and '.join(needs)} need: "
+            f"set {key} to the field that holds each passage's text")
+
+
+def deadline_note(deadline: Deadline, outputs: Mapping[str, TargetOutput], judged: Mapping[str, StageMeasurement]) -> str | None:
+    """A sentence saying how far the run got, if max_duration_s ran out before it finished; None if it did not."""
+    late_cases = sum(1 for o in outputs.values() if o.error is not None and REACHED in o.error)
+    late_scores = sum(1 for stage in judged.values() for s in stage["samples"] for e in [s.get("error") or ""] if REACHED in e)
+    if not late_cases and not late_scores:
+        return None
+    return (f"the run reached max_duration_s ({deadline.seconds:g} s) after {deadline.elapsed():.0f} s: "
+            f"{len(outputs) - late_cases} of {len(outputs)} cases answered, {late_scores} judged case(s) left unscored; "
+            "what was done is kept (judge scores in the cache), the rest is errored with 'deadline reached'")
+
+
+def pending_note(loaded: Loaded) -> list[str]:
+    """A warning when generated cases awaiting review were left out of the run."""
+    if not loaded.pending:
+        return []
+    return [f"{loaded.pending} generated case(s) of {loaded.spec.golden_set_path} await review (metadata.review: pending) and "
+            "were left out: approve them (remove the field or set it to approved) to gate on them"]

@@ -1,0 +1,57 @@
+"""What every judged stage of one run shares: the golden set and the target's answers, the judge (or why there is
+none), the cache, the deadline, the shard's cases, where to say how far it is, and the run's secrets. Built once per
+run by gate.run.context.stage_context; a stage takes its own settings (gate.core.settings) and this."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from gate.core.model import GoldenCase, TargetOutput
+from gate.core.redact import Redactor
+from gate.core.report import Usage
+from gate.deadline import NO_DEADLINE, Deadline
+from gate.judges import NO_JUDGE, Engine, JudgeSettings
+
+if TYPE_CHECKING:
+    from gate.judges.cache import ScoreCache
+    from gate.judges.client import JudgeClient
+
+NOISE_ANSWERS = "the noise test"  # the robustness stage asking the target again (progress unit "answer")
+
+
+class JudgeProgress(Protocol):
+    """Where a judged stage says how far it is: ``start`` with the scores it will judge (and, with an LLM judge, the
+    client's usage so far: calls, tokens, cost, read as they accrue), ``done`` after each. ``unit`` "answer": the
+    stage asks the target (the noise test's answers from given passages), not the judge."""
+
+    def start(self, stage: str, total: int, usage: Callable[[], Usage] | None = None, unit: str = "score") -> None: ...
+
+    def done(self, stage: str) -> None: ...
+
+
+# (engine names, judge settings, GEval criteria, cache) -> the engines and their shared client
+EngineFactory = Callable[[set[str], "JudgeSettings | None", dict[str, str], "ScoreCache | None"],
+                         "tuple[dict[str, Engine], JudgeClient | None]"]
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """One run's shared state for its judged stages. ``cases`` is the whole golden set (every sample is drawn from
+    it); ``only`` a shard's case ids (the samples are then restricted to them, and ``outputs`` holds theirs)."""
+
+    cases: Sequence[GoldenCase]
+    outputs: Mapping[str, TargetOutput]
+    cache: ScoreCache
+    judge: JudgeSettings | None = None
+    no_judge: str = NO_JUDGE  # why ``judge`` is None
+    deadline: Deadline = NO_DEADLINE
+    only: Collection[str] | None = None
+    progress: JudgeProgress | None = None
+    redactor: Redactor = field(default_factory=lambda: Redactor([]))
+    engines: EngineFactory | None = None  # None: gate.stages.judging.build_engines (a test or benchmark may give its own)
+
+    def mine(self, cases: Sequence[GoldenCase]) -> list[GoldenCase]:
+        """``cases`` restricted to this shard's (all of them outside a shard)."""
+        return list(cases) if self.only is None else [c for c in cases if c.id in self.only]
