@@ -5,7 +5,7 @@ A copy of the quickstart whose golden set is repeated to --cases cases (2,000 by
 made unique), every answerable case judged by the offline generation metrics, a baseline from a first run, then a
 run of a worse target (on fee and fine questions the best passage drops to rank 6 and the answer is drawn from what
 is left), written with --html. The page is opened in the distribution's headless Chromium over the DevTools protocol
-(tests/cdp.py), best of --repeat loads.
+(tests/support/cdp.py), best of --repeat loads.
 
     python bench/bench_html.py [--cases 2000] [--repeat 5] [--keep report.html]
 
@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.cdp import Browser, chromium  # noqa: E402
-from tests.test_html_report import QUICKSTART, WORSE  # noqa: E402
+from tests.e2e.test_html_report import QUICKSTART, WORSE  # noqa: E402
+from tests.support.cdp import Browser, chromium  # noqa: E402
 
 
 def rag_gate(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:

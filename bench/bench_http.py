@@ -1,6 +1,6 @@
 """How close the HTTP target gets to ideal parallelism against a service with fixed latency.
 
-Starts the test service of tests/servers.py on 127.0.0.1 with a fixed latency per request
+Starts the test service of tests/support/rag_server.py on 127.0.0.1 with a fixed latency per request
 (default 50 ms), asks it for N cases (default 480) through gate.run.ask.collect_outputs with a
 real gate.targets.http.HttpTarget, and prints for each concurrency (default 16, and 8 and 32
 for context) the wall time (best of --repeat), the ideal time N x latency / concurrency, the
@@ -16,13 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for tests.servers
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for tests.support.rag_server
 
 from gate.config.loader import filled  # noqa: E402
 from gate.core.model import GoldenCase  # noqa: E402
 from gate.run.ask import collect_outputs  # noqa: E402
 from gate.targets.http import HttpTarget  # noqa: E402
-from tests.servers import RagServer, response  # noqa: E402
+from tests.support.rag_server import RagServer, response  # noqa: E402
 
 
 def main() -> int:

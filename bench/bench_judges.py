@@ -1,6 +1,6 @@
 """How fast rag-gate's generation stage judges, against ragas's and deepeval's own evaluate().
 
-Every judge call goes to the real OpenAI-compatible test judge of tests/judge_server.py on
+Every judge call goes to the real OpenAI-compatible test judge of tests/support/judge_server.py on
 127.0.0.1 with a fixed latency (default 200 ms). By default the judge runs in a child process,
 so that its threads do not compete with the client for the GIL (``--server thread`` keeps it
 in-process). The cases are the 40 questions of examples/quickstart/golden_set.jsonl answered
@@ -50,7 +50,7 @@ from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "examples" / "quickstart"
-for _p in (str(QUICKSTART), str(ROOT)):  # tests.judge_server and quickrag
+for _p in (str(QUICKSTART), str(ROOT)):  # tests.support.judge_server and quickrag
     if _p not in sys.path:
         sys.path.insert(0, _p)
 from bench.judge_process import Judge  # noqa: E402
@@ -67,7 +67,7 @@ MODEL = "gpt-4o-mini-2024-07-18"
 EMBEDDINGS = "text-embedding-3-small"
 # ragas's old-style AnswerRelevancy (ragas.metrics._answer_relevance, used by evaluate()) words its
 # instruction differently from the collections prompt the test judge knows; teach the judge process
-# that wording too (tests/judge_server.py itself is not changed), or evaluate() gets HTTP 400s.
+# that wording too (tests/support/judge_server.py itself is not changed), or evaluate() gets HTTP 400s.
 LEGACY_AR_PHRASE = "Generate a question for the given answer and Identify if answer is noncommittal"
 
 
@@ -75,7 +75,7 @@ LEGACY_AR_PHRASE = "Generate a question for the given answer and Identify if ans
 
 
 def _teach_legacy_prompts() -> None:
-    import tests.judge_server as js
+    import tests.support.judge_server as js
 
     if not any(name == "ragas-legacy/question" for name, _, _ in js.MATCHERS):
         js.MATCHERS.insert(0, ("ragas-legacy/question", LEGACY_AR_PHRASE, js._ragas_question))

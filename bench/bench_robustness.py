@@ -2,7 +2,7 @@
 
 The target is the quickstart RAG served over HTTP (``python -m quickrag serve --port 0`` in a
 child process, run from a temporary copy of examples/quickstart without .rag-gate/ and eval/).
-The judge is the OpenAI-compatible test judge of tests/judge_server.py on 127.0.0.1, which
+The judge is the OpenAI-compatible test judge of tests/support/judge_server.py on 127.0.0.1, which
 answers each request after a fixed latency (default 200 ms); it runs in a child process by
 default (``--server thread`` keeps it in-process). The spec is the quickstart's robustness
 stage (rag-eval.yml: 2 distractors at the front, sample 20 with seed 7) with an ``http:`` target
@@ -54,7 +54,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "examples" / "quickstart"
-if str(ROOT) not in sys.path:  # tests.judge_server
+if str(ROOT) not in sys.path:  # tests.support.judge_server
     sys.path.insert(0, str(ROOT))
 from bench.judge_process import Judge  # noqa: E402
 

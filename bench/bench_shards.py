@@ -1,6 +1,6 @@
 """One job against N shards run in parallel (processes) and merged: the wall time a CI matrix saves.
 
-Starts the test RAG service of tests/servers.py on 127.0.0.1 with a fixed latency per request (default 200 ms),
+Starts the test RAG service of tests/support/rag_server.py on 127.0.0.1 with a fixed latency per request (default 200 ms),
 writes a spec whose HTTP target asks it with concurrency 4 (retrieval metrics and the generation metrics that need
 no judge), and times, with the real CLI in subprocesses:
 
@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the repository root, for tests.servers
+sys.path.insert(0, str(ROOT))  # the repository root, for tests.support.rag_server
 
-from tests.servers import RagServer, response  # noqa: E402
+from tests.support.rag_server import RagServer, response  # noqa: E402
 
 LIVE = {"mean_latency_ms", "p50_latency_ms", "p95_latency_ms", "p99_latency_ms"}
 SPEC = """\

@@ -1,4 +1,4 @@
-"""False alarms and detection of judge-metric gates: the seed's rules, the old rule (stored scores) and the new rule
+"""False alarms and detection of judge-metric gates: the fresh-sample rules, the old rule (stored scores) and the new rule
 (same-run pairs), the last two through rag-gate's real generation stage, cache and gates.
 
 A simulated world: N cases with a true faithfulness each (~ Beta(7, 1.05)); a simulated judge engine (the Engine
@@ -9,7 +9,7 @@ changed judge input, and an unchanged one is a cache hit. Each trial: 7 default-
 it), recorded with gate.core.records (history entries; the baseline is the last run's); then the pull request's run,
 once per rule on a copy of that cache:
 
-  seed R1 / R2  the seed's rules: a new random sample of 40 cases judged afresh every run; alarm when the PR's mean is
+  seed R1 / R2  the fresh-sample rules: a new random sample of 40 cases judged afresh every run; alarm when the PR's mean is
                 more than 0.03 below the last run's (R1, like max_drop) or the mean of the last 7 runs' (R2, like trend).
   old rule      references that kept no answers (as an older rag-gate wrote them: pairing method "stored scores"):
                 decide_gates compares this run's per-case scores with the baseline's stored scores (max_drop) or the
@@ -83,7 +83,7 @@ from gate.stages.generation import generation_stage
 
 JUDGE = {"base_url": "http://127.0.0.1:9/v1", "model": "sim-2024-01-01"}  # resolve_judge needs both; no call leaves the process
 WINDOW = 7  # history runs, one a week; the trend window
-SEED_SAMPLE = 40  # the seed's random sample per run
+SEED_SAMPLE = 40  # a fresh random sample per run
 THRESHOLD = 0.03
 FA_GOAL, DET_GOAL = 0.01, 0.95
 
@@ -339,7 +339,7 @@ def trial(world: World, setting: Setting, sigma: float, index: int, folder: str,
             baseline = dict(baseline_from_report(report, created_at=report["run"]["created_at"], tool_version="sim"))  # type: ignore[arg-type]
     cache.close()
 
-    # the seed's rules: a fresh random sample of 40, judged afresh, every run (same world, same answers)
+    # the fresh-sample rules: a fresh random sample of 40, judged afresh, every run (same world, same answers)
     seed_judges = [judge_of(WINDOW - run, "seed") for run in range(WINDOW)]
     seed_hist = []
     for run, j in enumerate(seed_judges):

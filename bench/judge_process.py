@@ -1,4 +1,4 @@
-"""The test judge of tests/judge_server.py for the benchmarks: in a child process (``process``, so that its
+"""The test judge of tests/support/judge_server.py for the benchmarks: in a child process (``process``, so that its
 threads do not compete with the client for the GIL) or in a thread of this one (``thread``).
 
     with Judge(latency=0.2, where="process", stats=my_stats) as judge:
@@ -27,7 +27,7 @@ def reset_server(srv: Any) -> None:
 
 
 def _serve(conn: Any, latency: float, stats: Stats, setup: Callable[[], None] | None) -> None:  # the child process
-    from tests.judge_server import JudgeServer
+    from tests.support.judge_server import JudgeServer
 
     if setup is not None:
         setup()
@@ -53,7 +53,7 @@ class Judge:
         self._conn: Any = None
         self._stats = stats
         if where == "thread":
-            from tests.judge_server import JudgeServer
+            from tests.support.judge_server import JudgeServer
 
             if setup is not None:
                 setup()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gate.io.reports import SELF_CHECK
-from tests.quickrag_service import serve_quickrag
+from tests.support.quickrag import serve_quickrag
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -25,6 +25,24 @@ def check_every_document_written() -> Iterator[None]:
         os.environ.pop(SELF_CHECK, None)
     else:
         os.environ[SELF_CHECK] = before
+
+
+E2E = Path(__file__).parent / "e2e"
+BROWSER_MODULES = {"test_html_report", "test_cdp"}
+DOCKER_MODULES = {"test_e2e_act"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers by place: everything under tests/e2e is ``e2e``; the browser and Docker modules say so (a browser test
+    elsewhere carries its own ``browser`` mark)."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if E2E in path.parents:
+            item.add_marker(pytest.mark.e2e)
+        if path.stem in BROWSER_MODULES:
+            item.add_marker(pytest.mark.browser)
+        if path.stem in DOCKER_MODULES:
+            item.add_marker(pytest.mark.docker)
 
 
 JUNIT_XSD = Path(__file__).parent / "data" / "junit-10.xsd"  # Jenkins' JUnit schema (xunit plugin)

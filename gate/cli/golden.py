@@ -48,7 +48,7 @@ def cmd_golden_check(args: argparse.Namespace) -> int:
     spec = load_spec(args.config, unset_ok=True)  # nothing is asked: the target's and judge's variables may be unset
     cases = load_golden_set(spec.golden_set_path)
     corpus = load_corpus_ids(Path(args.corpus)) if args.corpus else None
-    findings, counts = check(cases, spec.data["stages"], corpus=corpus, mix=mix, to_id=spec.stages.match.to_id())
+    findings, counts = check(cases, spec.stages, corpus=corpus, mix=mix)
     if args.json:
         write_text(args.json, json.dumps({"findings": findings, "counts": counts}, indent=2, ensure_ascii=False) + "\n",
                    what="findings")

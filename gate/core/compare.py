@@ -149,7 +149,8 @@ def attribute(worse: Sequence[WorseCase], retrieval: StageResult | None) -> list
 
 
 def recall_trap(stages: Mapping[str, StageResult], reference: Mapping[str, Mapping[str, float]]) -> str | None:
-    """The seed's trap: faithfulness rises while context recall falls. ``reference``: stage -> metrics."""
+    """The faithfulness-recall trap: faithfulness rises while context recall falls (answers that stay faithful to
+    fewer and fewer relevant passages). ``reference``: stage -> metrics."""
     gen = stages["generation"]["metrics"] if "generation" in stages else {}
     faith = next((m for m in ("faithfulness", "deepeval/faithfulness", "ragas/faithfulness") if m in gen), None)
     if faith is None or faith not in reference.get("generation", {}):

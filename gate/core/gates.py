@@ -18,9 +18,6 @@ from gate.core.stats import PairedResult
 
 EPS = 1e-9  # float noise allowed at a threshold: 0.88 >= 0.88 must hold after any arithmetic
 
-# How to treat max_drop when the baseline's fingerprints differ from this run's.
-MISMATCH_POLICIES = ("warn", "skip", "fail")
-
 
 @dataclass(frozen=True)
 class Check:

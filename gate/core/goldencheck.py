@@ -24,11 +24,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
 from gate.core.model import GoldenCase
+from gate.core.settings import StageSettings
 from gate.core.textmatch import squad_tokens
 
 Level = Literal["error", "warning", "info"]
 
-# The seeds' mix: about 40 % simple facts, 25 % reasoning or multi-hop, 15 % ambiguous, 10 % out of scope, 10 % adversarial
+# The default question-type mix: about 40 % simple facts, 25 % reasoning or multi-hop, 15 % ambiguous, 10 % out of scope, 10 % adversarial
 DEFAULT_MIX: dict[str, float] = {"simple": 0.40, "multi_context": 0.25, "ambiguous": 0.15, "out_of_scope": 0.10, "adversarial": 0.10}
 MIX_TOLERANCE = 0.10  # points of share a type may stray from the target before it is a finding
 ALIASES = {"reasoning": "multi_context", "multi_hop": "multi_context", "multi-hop": "multi_context", "multi_context": "multi_context",
@@ -121,15 +122,13 @@ def duplicates(cases: Sequence[GoldenCase]) -> list[Finding]:
     return findings
 
 
-def needs_ground_truth(stages: Mapping[str, Any]) -> list[str]:
+def needs_ground_truth(stages: StageSettings) -> list[str]:
     """The configured parts of the spec that read ground_truth."""
     needs = []
-    gen = stages.get("generation") or {}
-    reading = sorted(set(gen.get("metrics", [])) & REFERENCE_METRICS)
+    reading = sorted({m.name for m in stages.generation.metrics if m.metric in REFERENCE_METRICS}) if stages.generation else []
     if reading:
         needs.append(f"generation metrics {', '.join(reading)}")
-    noise = (stages.get("robustness") or {}).get("noise")
-    if noise:
+    if stages.robustness is not None and stages.robustness.noise is not None:
         needs.append("the robustness noise test")
     return needs
 
@@ -166,31 +165,31 @@ def mix_findings(cases: Sequence[GoldenCase], mix: Mapping[str, float], to_doc: 
     return findings
 
 
-def resolution_findings(cases: Sequence[GoldenCase], stages: Mapping[str, Any]) -> list[Finding]:
+def resolution_findings(cases: Sequence[GoldenCase], stages: StageSettings) -> list[Finding]:
     """Gates that one case can fail: a max_drop (in points) smaller than what one case moves the metric."""
     findings: list[Finding] = []
     answerable = sum(1 for c in cases if c.answerable and not c.pending_review)
     for name in ("retrieval", "generation"):
-        stage = stages.get(name) or {}
         n = answerable
-        if name == "generation":
-            size = (stage.get("sample") or {}).get("size", 150)
+        if name == "generation" and stages.generation is not None:
+            size = stages.generation.sample.size
             n = min(answerable, int(size)) if size != "all" else answerable
-        for metric, gate in (stage.get("gates") or {}).items():
+        for metric, gate in stages.gates(name).items():
             drop = gate.get("max_drop") if isinstance(gate, dict) else None
             if not isinstance(drop, (int, float)) or isinstance(drop, bool) or metric.endswith(("latency_ms", "error_rate")):
                 continue
             if n and 1 / n > drop + 1e-12:
                 findings.append({"code": "too_few_cases", "level": "warning", "cases": [],
                                  "message": f"{name} {metric}: one of the {n} cases moves it by {1 / n:.3f}, more than its "
-                                            f"max_drop {drop:g}: a single case fails the gate (the seeds suggest 80-150 cases)"})
+                                            f"max_drop {drop:g}: a single case fails the gate (80-150 cases make a gate that one case cannot tip)"})
     return findings
 
 
-def check(cases: Sequence[GoldenCase], stages: Mapping[str, Any], *, corpus: Iterable[str] | None = None,
-          mix: Mapping[str, float] | None = None, to_id: Callable[[str], str] = lambda x: x) -> tuple[list[Finding], dict[str, Any]]:
-    """Every finding about ``cases`` for a spec with ``stages``; ``corpus``: the corpus file's document ids;
-    ``to_id``: the spec's matching level (chunk ids to document ids when it is document). (findings, counts)."""
+def check(cases: Sequence[GoldenCase], stages: StageSettings, *, corpus: Iterable[str] | None = None,
+          mix: Mapping[str, float] | None = None) -> tuple[list[Finding], dict[str, Any]]:
+    """Every finding about ``cases`` for a spec with ``stages`` (its matching level maps chunk ids to document ids when
+    it is document); ``corpus``: the corpus file's document ids. (findings, counts)."""
+    to_id = stages.match.to_id()
     findings = duplicates(cases)
     if corpus is not None:
         known = list(corpus)
@@ -215,7 +214,7 @@ def check(cases: Sequence[GoldenCase], stages: Mapping[str, Any], *, corpus: Ite
         findings.append({"code": "missing_ground_truth", "level": "error", "cases": bare,
                          "message": f"{len(bare)} answerable cases have no ground_truth, which {' and '.join(needs)} read "
                                     f"({_named(bare)})"})
-    if ((stages.get("retrieval") or {}).get("match") or {}).get("level") == "text":
+    if stages.match.by_text:
         textless = [c.id for c in cases if c.answerable and not c.relevant_texts]
         if textless:
             findings.append({"code": "missing_relevant_texts", "level": "error", "cases": textless,

@@ -62,12 +62,10 @@ def referenced(samples: Iterable[CaseResult]) -> set[str]:
 
 @dataclass(frozen=True)
 class StoredOutput:
-    """A judged case's output as a reference run kept it: the texts, and their ids (to tell what changed)."""
+    """A judged case's output as a paired run kept it: its answer and contexts, resolved from the texts table."""
 
     answer: str
     contexts: tuple[str, ...]
-    answer_id: str
-    context_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -101,8 +99,7 @@ def paired_run(key: str, label: str, doc: StoredRun, stage: str, texts: Mapping[
         out = case.get("output")
         if not out or not out["answer"] or out["answer"] not in texts or any(c not in texts for c in out["contexts"]):
             continue  # kept no output (an older rag-gate), or its texts were lost: this case cannot be re-judged
-        outputs[case["id"]] = StoredOutput(texts[out["answer"]], tuple(texts[c] for c in out["contexts"]), out["answer"],
-                                           tuple(out["contexts"]))
+        outputs[case["id"]] = StoredOutput(texts[out["answer"]], tuple(texts[c] for c in out["contexts"]))
     return PairedRun(key, label, doc["commit"], doc["created_at"], dict(stored["metrics"]), scores, outputs, stored.get("judge"))
 
 

@@ -9,7 +9,7 @@ list after dropping repeated ids, with R = the number of relevant ids of the cas
     precision@k       P_k            relevant ids in the top k / k
     ndcg[@k]          ndcg[_cut_k]   DCG / IDCG, gain = grade, discount log2(rank + 1)
     map[@k]           map[_cut_k]    sum of precision at each relevant rank (<= k) / R
-    context_recall@k  (seed)         micro average: relevant ids in top k over all cases
+    context_recall@k  (micro)        micro average: relevant ids in top k over all cases
                                      / all relevant ids (per case it is recall@k)
 """
 

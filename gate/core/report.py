@@ -15,7 +15,6 @@ SCHEMA_VERSION = 1
 
 Verdict = Literal["pass", "fail", "error"]
 Status = Literal["pass", "fail", "error", "skipped"]
-STAGE_NAMES = ("retrieval", "generation", "robustness")  # in the order they run and are shown
 
 
 # ---------------------------------------------------------------------------------------------- per case

@@ -9,12 +9,9 @@ sample stays put, which keeps per-case comparisons with earlier runs possible.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from gate.core.model import GoldenCase
-
-JUDGED_CASES = 150  # the generation stage's default sample: every case of a set up to this size, a fixed sample beyond
 
 
 def _rank(seed: int, case_id: str) -> bytes:
@@ -35,8 +32,3 @@ def select_sample(
         chosen = {c.id for c in ordered[: int(size)]}
     keep = chosen | pinned
     return [c for c in cases if c.id in keep]
-
-
-def sample_from(cfg: Mapping[str, Any], cases: Sequence[GoldenCase]) -> list[GoldenCase]:
-    """The sample a stage's ``sample: {size, seed, always: {tags}}`` settings pick (default: every case)."""
-    return select_sample(cases, cfg.get("size", "all"), int(cfg.get("seed", 0)), cfg.get("always", {}).get("tags", []))

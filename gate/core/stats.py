@@ -1,7 +1,7 @@
 """Paired comparison of per-case scores: is this run worse than the reference run? Pure.
 
 A judge wobbles from call to call, so comparing two means of noisy samples raises false
-alarms (in bench/bench_verdict_trust.py, 8-17 % of unchanged PRs with the seed's rule).
+alarms (in bench/bench_verdict_trust.py, 8-17 % of unchanged PRs with a plain mean-drop rule).
 With a fixed sample and cached scores, unchanged cases give identical scores on both
 sides and the per-case deltas isolate real change. A one-sided paired bootstrap of the
 mean delta then says how sure we can be that the run is worse.

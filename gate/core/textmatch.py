@@ -10,7 +10,7 @@ drop the English articles a/an/the, collapse whitespace, split on whitespace. ``
 follows Google's ``rouge_score`` package with ``use_stemmer=False``: lowercase, keep runs
 of letters and digits as tokens, F = 2PR / (P + R) on the LCS, 0.0 when either side has
 no token. On ASCII English text all three give exactly what those references give
-(tests/test_offline_metrics.py checks it against them).
+(tests/unit/test_offline_metrics.py checks it against them).
 
 Beyond ASCII, where the references do something unhelpful, the rules are:
 

@@ -11,7 +11,7 @@ json module accepts, with the same values (integers of any size it takes are exa
 rounded, the last of repeated keys kept where the first stood), and refuses NaN, Infinity, numbers beyond the
 float range, lone surrogates and malformed JSON. Whatever it refuses, or nests deeper than it may go alone, goes
 to the json module's parser (``strict``), which gives the answer: the same value, or the same BadJSON as before.
-tests/test_fast_paths.py holds the two to this, on hostile and mutated texts.
+tests/unit/test_fast_paths.py holds the two to this, on hostile and mutated texts.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def _header(report: Report) -> list[str]:
             lines.append(f"> [!WARNING]\n> {cell(w, 500)}\n")
     if b.get("mismatch"):
         what = cell(", ".join(b["mismatch"]))
-        policy = b.get("on_mismatch", "warn")
+        policy = b["on_mismatch"]
         action = {"warn": "Compared anyway", "skip": "max_drop gates skipped", "fail": "max_drop gates failed"}.get(policy, "")
         lines.append(f"> [!WARNING]\n> The baseline was made from a different {what} than this run. {action} "
                      f"(baseline.on_mismatch: {cell(policy)}). Run `rag-gate baseline update` to refresh it.\n")
@@ -313,7 +313,7 @@ COMMENT_LIMIT = 65_536  # GitHub refuses a longer issue comment body
 def render_comment(report: Report, limit: int = COMMENT_LIMIT, max_cases: int | None = None) -> str:
     """The PR comment, under ``limit`` characters (GitHub's 65,536 for a comment): per-case details shrink first, and
     the comment says so. ``max_cases``: per-case rows a section (default the spec's report.max_cases)."""
-    configured = int(report.get("run", {}).get("max_cases", 20)) if max_cases is None else max_cases
+    configured = int(report["run"]["max_cases"]) if max_cases is None else max_cases
     for n in dict.fromkeys([configured, 100, 50, 20, 10, 5, 2, 0]):
         if n > configured:
             continue
@@ -351,12 +351,11 @@ SUMMARY_CHARS = 256 * 1024  # GitHub's job summary limit is 1 MiB: 4 bytes a cha
 
 def render_summary(report: Report) -> str:
     """The job summary: the comment's report with more per-case rows (at least the comment's), under 1 MiB."""
-    return render_comment(report, SUMMARY_CHARS, max(SUMMARY_CASES, int(report.get("run", {}).get("max_cases", 20))))
+    return render_comment(report, SUMMARY_CHARS, max(SUMMARY_CASES, int(report["run"]["max_cases"])))
 
 
 def _render(report: Report, max_cases: int) -> str:
-    run = report.get("run", {})
-    lines = [marker(run.get("comment_id", "default")), *_header(report)]
+    lines = [marker(report["run"]["comment_id"]), *_header(report)]
     for name, stage in ordered_stages(report):
         lines += _stage_table(name, stage)
         retrieval = report["stages"].get("retrieval")

@@ -3,7 +3,7 @@
 For each sampled answerable case the target answers from its own retrieved contexts (clean),
 then from the same contexts with k distractors injected (noisy); both answers are judged
 correct or not against ground_truth. ``noise_robustness`` = correct noisy / correct clean
-(the seed's ratio).
+(correct answers kept when distractors are added).
 
     1. distractors   corpus hard negatives, a file, or judge-written passages (cached as text)
     2. answers       the target answers from the clean and the noisy contexts

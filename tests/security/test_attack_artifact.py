@@ -18,9 +18,9 @@ import pytest
 from gate.core.errors import InputError
 from gate.io.reports import check_document, is_valid_document
 from gate.render.markdown import render_comment
-from tests.github_server import GitHubServer
-from tests.security.markup import headline, inert_problems
-from tests.test_action import HEAD, PR, REPO, fork_report, report_workspace, run_action, workflow_run_event
+from tests.support.action import HEAD, PR, REPO, fork_report, report_workspace, run_action, workflow_run_event
+from tests.support.github_server import GitHubServer
+from tests.support.markup import headline, inert_problems
 
 PAYLOADS = [
     "<img src=https://evil.example/i.png onerror=alert(1)>",

@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.github_server import GitHubServer
-from tests.servers import RagServer, reply, status
-from tests.test_action import REPO, pr_event, run_action
+from tests.support.action import REPO, pr_event, run_action
+from tests.support.github_server import GitHubServer
+from tests.support.rag_server import RagServer, reply, status
 
 ATTACKS = [
     "::error title=Security::Your token leaked, rotate it at https://evil.example/rotate",

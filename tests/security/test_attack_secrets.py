@@ -24,13 +24,13 @@ from gate.core.model import GoldenCase
 from gate.core.redact import Redactor
 from gate.judges import JudgeSettings
 from gate.targets.http import HttpTarget
-from tests.github_server import GitHubServer
-from tests.github_server import status as gh_status
-from tests.judge_server import JudgeServer, always
-from tests.judge_server import status as judge_status
-from tests.servers import RagServer, malformed, reply, status
+from tests.support.action import PR, REPO, pr_event, push_event, run_action
+from tests.support.github_server import GitHubServer
+from tests.support.github_server import status as gh_status
+from tests.support.judge_server import JudgeServer, always
+from tests.support.judge_server import status as judge_status
+from tests.support.rag_server import RagServer, malformed, reply, status
 from tests.support.settings import http
-from tests.test_action import PR, REPO, pr_event, push_event, run_action
 
 LENGTHS = [8, 9, 13, 31, 64, 104, 167, 255, 500]
 PIECE = 8

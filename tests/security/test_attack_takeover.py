@@ -8,8 +8,8 @@ token (GitHub answers GET /user with 403 for it), the token's user for a persona
 
 from __future__ import annotations
 
-from tests.github_server import PAT_TOKEN, PAT_USER, GitHubServer
-from tests.test_action import MARK, PR, REPO, impossible_threshold, pr_event, run_action, workspace
+from tests.support.action import MARK, PR, REPO, impossible_threshold, pr_event, run_action, workspace
+from tests.support.github_server import PAT_TOKEN, PAT_USER, GitHubServer
 
 HUMAN = f"I am quoting the bot: {MARK} -- please do not overwrite me"
 

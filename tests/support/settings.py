@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gate.config.loader import filled
-from gate.core.settings import GenerationSettings, MatchSettings, RejectionSettings, RetrievalSettings, RobustnessSettings
+from gate.config.loader import filled, read_settings
+from gate.core.settings import GenerationSettings, MatchSettings, RejectionSettings, RetrievalSettings, RobustnessSettings, StageSettings
 
 
 def match(**keys: Any) -> MatchSettings:
@@ -32,3 +32,8 @@ def http(url: str, **keys: Any) -> dict[str, Any]:
 
 def rejection(**keys: Any) -> RejectionSettings:
     return RejectionSettings.read(filled("$defs/robustness_stage/properties/rejection", keys))
+
+
+def stages(**blocks: Any) -> StageSettings:
+    """The typed settings of a spec whose ``stages:`` holds ``blocks`` (each filled with the schema's defaults)."""
+    return read_settings({"stages": {name: filled(f"$defs/{name}_stage", block) for name, block in blocks.items()}})
