@@ -70,7 +70,7 @@ def written(view: Viewed, to: Destinations, quiet: bool) -> Report:
 
     report = view.report
     write_reports(report, to, view)
-    text = render_console(report)
+    text = render_console(report, to.report)  # names the report.json it wrote, for `rag-gate show`
     if quiet:
         text = text.splitlines()[-1] + "\n"
     (sys.stderr if to.report == "-" else sys.stdout).write(text)

@@ -55,7 +55,10 @@ class Progress:
             self._open(stage, total, f"{stage}: asking the target", unit,
                        f"rag-gate: {stage}: asking the target for {total} answers from given passages")
         else:
-            self._open(stage, total, f"judging {stage}", unit, f"rag-gate: judging {stage}: {total} scores to compute")
+            verb = "judging" if usage is not None else "scoring"  # no judge client: the metrics that need no model
+            self.judge[stage]["verb"] = verb
+            self._open(stage, total, f"{verb} {stage}", unit, f"rag-gate: {verb} {stage}: {total} scores to compute"
+                       + ("" if usage is not None else " with the metrics that need no model"))
 
     def done(self, stage: str) -> None:
         state = self.judge.get(stage)
@@ -92,7 +95,7 @@ class Progress:
         state["said"] = now
         rate = done / (now - started) if now > started else 0.0
         left = f", about {(total - done) / rate:.0f} s left" if rate else ""
-        name = "the target" if key == "target" else key if state.get("asks") else f"judging {key}"
+        name = "the target" if key == "target" else key if state.get("asks") else f"{state.get('verb', 'judging')} {key}"
         meter = state.get("usage")
         spent = f"; {spend([meter()])}" if meter is not None else ""
         print(f"rag-gate: {name}: {done} of {total} {what} ({rate:.1f}/s{left}){spent}", file=self.out, flush=True)
@@ -118,7 +121,8 @@ class Progress:
             scores = sum(s["done"] for s in judged.values())
             stages = ", ".join(f"{name} {s['done']}" for name, s in judged.items())
             meters = [s["usage"]() for s in judged.values() if s["usage"] is not None]
-            print(f"rag-gate: the judges took {last - first:.1f} s for {scores} score{'s' if scores != 1 else ''} ({stages})"
+            who = "the judges" if meters else "the metrics that need no model"
+            print(f"rag-gate: {who} took {last - first:.1f} s for {scores} score{'s' if scores != 1 else ''} ({stages})"
                   + (f": {spend(meters, whole=True)}" if meters else ""), file=self.out, flush=True)
 
 

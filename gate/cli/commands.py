@@ -10,6 +10,8 @@ from pathlib import Path
 
 from gate import __version__
 from gate.core.errors import EXIT_ERROR, EXIT_PASS, InputError
+from gate.core.model import GoldenCase
+from gate.core.report import Report, StoredRun
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -63,23 +65,50 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from gate.config.loader import load_spec
-    from gate.io.golden import load_golden_set
-    from gate.io.reports import read_baseline, read_report
+    from gate.io.reports import read_report
     from gate.render.console import log_safe
     from gate.render.show import render_case
 
     report = read_report(Path(args.report), allow_error=True)
     if not any(c["id"] == args.case for c in report["cases"]):
         raise InputError(f"no case {args.case!r} in this report ({report['golden_set']['n']} cases)", file=args.report)
-    golden = baseline = None
-    if Path(args.config).exists():  # the question, ground truth and the baseline come from the spec's files
-        spec = load_spec(args.config, unset_ok=True)
-        if spec.golden_set_path.exists():
-            golden = next((c for c in load_golden_set(spec.golden_set_path) if c.id == args.case), None)
-        baseline = read_baseline(spec.baseline_path)
+    golden, baseline, notes = _case_sources(args.case, args.config, report)
     sys.stdout.write(log_safe(render_case(report, args.case, golden, baseline)))
+    for note in notes:
+        print(log_safe(note), file=sys.stderr)
     return EXIT_PASS
+
+
+def _case_sources(case_id: str, given: str | None, report: Report) -> tuple[GoldenCase | None, StoredRun | None, list[str]]:
+    """The golden case (its question and ground truth) and the baseline from the spec ``given`` (--config), else from
+    the spec the report was made from (its run.config); a note for each thing that could not be found, or that is not
+    what the report was made from (the golden set's fingerprint differs). An unreadable spec that was not named is a
+    note, not an error."""
+    from gate.config.loader import load_spec
+    from gate.core.cases import fingerprint
+    from gate.io.golden import load_golden_set
+    from gate.io.reports import read_baseline
+
+    config = given or report["run"]["config"]
+    hint = "pass --config with the spec the report was made from"
+    if not Path(config).is_file():
+        return None, None, [f"note: the spec {config} is not here, so the question, ground truth and baseline are not shown: {hint}"]
+    try:
+        spec = load_spec(config, unset_ok=True)
+        cases = load_golden_set(spec.golden_set_path) if spec.golden_set_path.is_file() else []
+    except InputError as exc:
+        if given:
+            raise
+        return None, None, [f"note: the spec {config} could not be read ({exc.message}): {hint}"]
+    notes = []
+    if cases and fingerprint(cases) != report["fingerprints"].get("golden_set"):
+        notes.append(f"note: {spec.golden_set_path} is not the golden set this report was made from (its fingerprint differs): "
+                     "the question shown may have changed since")
+    golden = next((c for c in cases if c.id == case_id), None)
+    if golden is None:
+        notes.append(f"note: {case_id} is not in {spec.golden_set_path} (the golden set of {config}): its question and ground "
+                     f"truth are not shown; {hint}")
+    return golden, read_baseline(spec.baseline_path), notes
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -17,7 +17,6 @@ calls before the first case, none of them keyed for a cache), so a second run wo
 from __future__ import annotations
 
 import asyncio
-import difflib
 import hashlib
 import json
 import random
@@ -27,7 +26,7 @@ from typing import Any
 
 from gate.core.cases import parse_case
 from gate.core.errors import InputError, RunError
-from gate.core.goldencheck import NEAR, normalised
+from gate.core.goldencheck import NEAR, normalised, similarity
 from gate.core.model import GoldenCase
 from gate.core.textmatch import squad_tokens
 from gate.judges import JudgeBudgetExceeded, JudgeError, JudgeSettings
@@ -61,7 +60,7 @@ class Outcome:
 
 def _similar(question: str, others: Sequence[list[str]]) -> bool:
     tokens = squad_tokens(question)
-    return any(difflib.SequenceMatcher(None, tokens, o, autojunk=False).ratio() >= NEAR for o in others if o)
+    return any(similarity(tokens, o) >= NEAR for o in others if o)
 
 
 def _canary(seed: int, i: int) -> str:

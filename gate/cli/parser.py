@@ -72,8 +72,9 @@ def _plan_and_show(sub: Commands, spec: argparse.ArgumentParser) -> None:
     plan.add_argument("--no-target", action="store_true", help="do not ask the target for the sampled answers (then nothing "
                       "counts as cached)")
 
-    show = sub.add_parser("show", parents=[spec], help="one case in full: question, retrieved passages, answer, scores, "
-                          "the baseline's beside them")
+    # its own --config (not the shared one: setting a default on a parent's action would change every command's)
+    show = sub.add_parser("show", help="one case in full: question, retrieved passages, answer, scores, the baseline's beside them")
+    show.add_argument("--config", default=None, help="the spec the report was made from (default: the report's own run.config)")
     show.add_argument("case", metavar="CASE_ID", help="the golden case's id")
     show.add_argument("--report", required=True, metavar="PATH", help="report.json of the run")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 
 from gate.config.spec import Spec
-from gate.core.catalog import HEALTH_METRICS, engine_metrics, parse_metric, robustness_metric_names
+from gate.core.catalog import HEALTH_METRICS, OFFLINE_METRICS, engine_metrics, parse_metric, robustness_metric_names
 from gate.core.errors import InputError
 
 
@@ -132,18 +132,24 @@ def _check_engines(spec: Spec) -> list[InputError]:
         return []
     return [spec.error(f"the judge metrics need the judge engines, and {', '.join(missing)} "
                        f"{'is' if len(missing) == 1 else 'are'} not installed",
-                       *where, hint="pip install 'rag-gate[judges]' (the Docker image of the action has them)")]
+                       *where, hint="install the judges extra into rag-gate's environment: pip install -e '.[judges]' in a clone of "
+                                          "rag-gate (the action's Docker image has them)")]
 
 
 def _check_pair_keys(spec: Spec) -> list[InputError]:
-    """case_drop and min_pairs are about same-run pairs of judged answers: the generation stage's gates only."""
+    """case_drop and min_pairs are about same-run pairs of judged answers: the generation stage's judge metrics only
+    (an offline text metric is an exact figure of the answers, gated as an exact number)."""
     errors = []
-    for stage_name in ("retrieval", "robustness"):
+    for stage_name in ("retrieval", "generation", "robustness"):
         for metric, gate in (spec.data["stages"].get(stage_name) or {}).get("gates", {}).items():
+            if stage_name == "generation" and metric not in OFFLINE_METRICS:
+                continue
             for key in ("case_drop", "min_pairs"):
                 if key in gate:
-                    errors.append(spec.error(f"{key} applies to the generation stage's judge metrics (their answers are paired "
-                                             "with the reference run's); remove it here", "stages", stage_name, "gates", metric, key))
+                    why = (f"{metric} needs no judge: it is gated as an exact number, like a retrieval metric"
+                           if stage_name == "generation" else "their answers are paired with the reference run's")
+                    errors.append(spec.error(f"{key} applies to the generation stage's judge metrics ({why}); remove it here",
+                                             "stages", stage_name, "gates", metric, key))
     return errors
 
 

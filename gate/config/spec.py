@@ -3,6 +3,7 @@ names, and the fingerprints of what it measures. Loaded by gate.config.loader.""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from gate.config.yamlfile import line_of
 from gate.core.catalog import parse_metric
 from gate.core.digest import digest_json
 from gate.core.errors import InputError, KeyPath, key_path
+from gate.core.redact import Redactor
 from gate.core.settings import StageSettings
 
 
@@ -46,6 +48,12 @@ class Spec:
     @property
     def target(self) -> dict[str, Any]:
         return self.data["target"]
+
+    def redactor(self, extra: Iterable[str] = ()) -> Redactor:
+        """What the run's outputs go through: every secret the spec read (and ``extra``: the action's token), with the
+        encodings rag-gate itself makes of them (the Basic credential of the target URL's user:password)."""
+        http = self.target.get("http") if isinstance(self.target, dict) else None
+        return Redactor.with_urls([*self.secrets, *extra], [http.get("url") if isinstance(http, dict) else None])
 
     @property
     def judge(self) -> dict[str, Any] | None:

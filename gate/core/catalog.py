@@ -84,6 +84,13 @@ def parse_metric(name: str) -> MetricName:
     return MetricName(name, base, int(k) if k else None)
 
 
+def judge_noise(stage: str, metric: str) -> bool:
+    """Whether a stage's metric carries a judge's noise, so that its relative gates decide on paired statistics;
+    otherwise it is an exact figure of the answers (retrieval and health metrics, the offline text metrics
+    exact_match, token_f1 and rouge_l), gated as an exact number like a retrieval metric."""
+    return stage in PER_CASE_STAGES and metric not in OFFLINE_METRICS
+
+
 def higher_is_better(name: str) -> bool:
     """Direction of a metric by name; judge metrics are higher-better unless listed in LOWER_IS_BETTER."""
     return name not in LOWER_IS_BETTER

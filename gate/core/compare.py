@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from gate.core.catalog import FAITHFULNESS_LIKE, PER_CASE_STAGES, higher_is_better
+from gate.core.catalog import FAITHFULNESS_LIKE, higher_is_better, judge_noise
 from gate.core.gates import DEFAULT_CONFIDENCE, Comparison
 from gate.core.pairs import detectable_drop, evidence
 from gate.core.report import CaseResult, HistoryEntry, LostRank, Pairing, StageResult, StoredStage, WorseCase
@@ -32,9 +32,9 @@ def _paired(ref: Mapping[str, float], cur: Mapping[str, float], metric: str) -> 
 
 
 def baseline_comparison(stage_name: str, samples: Sequence[CaseResult], base_stage: StoredStage | None, metric: str) -> Comparison:
-    """The baseline's value of a metric, with the paired test for judge stages."""
+    """The baseline's value of a metric, with the paired test for a metric with a judge's noise."""
     value = base_stage["metrics"].get(metric) if base_stage else None
-    if value is None or base_stage is None or stage_name not in PER_CASE_STAGES:
+    if value is None or base_stage is None or not judge_noise(stage_name, metric):
         return Comparison(value)
     return Comparison(value, _paired(case_scores(base_stage.get("samples", []), metric), case_scores(samples, metric), metric))
 
@@ -49,7 +49,7 @@ def trend_comparison(
     if not values:
         return None
     mean = math.fsum(values) / len(values)
-    if stage_name not in PER_CASE_STAGES:
+    if not judge_noise(stage_name, metric):
         return Comparison(mean, runs=len(values))
     per_case: dict[str, list[float]] = {}
     for s in stages:

@@ -17,6 +17,7 @@ EXIT_FAIL = 1
 EXIT_INPUT = 2
 EXIT_ERROR = 3
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as a shell reports it
+EXIT_TERMINATED = 143  # SIGTERM (a cancelled job, docker stop), as a shell reports it
 EXIT_CODES: dict[str, int] = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "error": EXIT_ERROR}  # a report's verdict -> its exit code
 
 

@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
+from gate.core.catalog import did_you_mean
 from gate.core.model import GoldenCase
 from gate.core.settings import StageSettings
 from gate.core.textmatch import squad_tokens
@@ -34,7 +35,7 @@ DEFAULT_MIX: dict[str, float] = {"simple": 0.40, "multi_context": 0.25, "ambiguo
 MIX_TOLERANCE = 0.10  # points of share a type may stray from the target before it is a finding
 ALIASES = {"reasoning": "multi_context", "multi_hop": "multi_context", "multi-hop": "multi_context", "multi_context": "multi_context",
            "fact": "simple", "factual": "simple", "simple": "simple"}
-NEAR = 0.85  # similarity of two normalised questions (difflib ratio on their tokens) from which they are near-duplicates
+NEAR = 0.85  # similarity of two normalised questions (``similarity``) from which they are near-duplicates
 SHOWN = 10  # case ids a finding's sentence names (the JSON lists them all)
 REFERENCE_METRICS = {"token_f1", "exact_match", "rouge_l", "answer_correctness", "context_recall", "context_precision",
                      "contextual_recall", "contextual_precision", "factual_correctness", "semantic_similarity"}
@@ -85,10 +86,20 @@ def _named(ids: Sequence[str]) -> str:
     return shown + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
 
 
+def similarity(a: Sequence[str], b: Sequence[str]) -> float:
+    """How alike two questions' tokens are, from 0 to 1: the better of their order (difflib's ratio on the sequences)
+    and their bag of words (2 x the tokens both hold, counted with repeats, over all tokens), so that a question with
+    its words reordered ("For a non-member, how much does a single ride cost?") is as alike as one with a word changed."""
+    if not a or not b:
+        return 0.0
+    bag = 2 * sum((Counter(a) & Counter(b)).values()) / (len(a) + len(b))
+    return max(bag, difflib.SequenceMatcher(None, a, b, autojunk=False).ratio())
+
+
 def duplicates(cases: Sequence[GoldenCase]) -> list[Finding]:
-    """Exact duplicates (normalised text), then near-duplicates: questions whose token sequences are at least 85 %
-    alike. Only pairs that share one of each question's three rarest tokens are compared, so a large set is not
-    compared pair by pair."""
+    """Exact duplicates (normalised text), then near-duplicates: questions at least 85 % alike (``similarity``). Only
+    pairs that share one of each question's three rarest tokens are compared, so a large set is not compared pair by
+    pair."""
     findings: list[Finding] = []
     by_text: dict[str, list[str]] = defaultdict(list)
     for c in cases:
@@ -114,7 +125,7 @@ def duplicates(cases: Sequence[GoldenCase]) -> list[Finding]:
         ta, tb = tokens[a], tokens[b]
         if not ta or not tb:
             continue
-        ratio = difflib.SequenceMatcher(None, ta, tb, autojunk=False).ratio()
+        ratio = similarity(ta, tb)
         if ratio >= NEAR:
             first, second = sorted((a, b), key=order.__getitem__)
             findings.append({"code": "near_duplicate", "level": "warning", "cases": [first, second],
@@ -185,6 +196,25 @@ def resolution_findings(cases: Sequence[GoldenCase], stages: StageSettings) -> l
     return findings
 
 
+def _chunk_documents(known: Sequence[str], separator: str) -> dict[str, str]:
+    """document id -> one of its chunk ids, for the corpus ids that are chunks ("policy_2024_031#chunk_7")."""
+    out: dict[str, str] = {}
+    for d in known:
+        if separator in d:
+            out.setdefault(d.split(separator, 1)[0], d)
+    return out
+
+
+def _id_hint(rid: str, known: set[str], chunked: Mapping[str, str], stages: StageSettings) -> str:
+    """What the id was probably meant to be: a document whose chunks the corpus holds (match.level: document), or the
+    closest corpus id."""
+    if rid in chunked and stages.match.level != "document":
+        return (f": the corpus holds its chunks ({chunked[rid]!r}...); set stages.retrieval.match.level: document to count a "
+                "chunk as its document")
+    close = did_you_mean(rid, known)
+    return f" (did you mean {close!r}?)" if close else ""
+
+
 def check(cases: Sequence[GoldenCase], stages: StageSettings, *, corpus: Iterable[str] | None = None,
           mix: Mapping[str, float] | None = None) -> tuple[list[Finding], dict[str, Any]]:
     """Every finding about ``cases`` for a spec with ``stages`` (its matching level maps chunk ids to document ids when
@@ -199,9 +229,10 @@ def check(cases: Sequence[GoldenCase], stages: StageSettings, *, corpus: Iterabl
             for r in c.relevant:
                 if r not in known_ids and to_id(r) not in known_ids:
                     missing[r].append(c.id)
+        chunked = _chunk_documents(known, stages.match.separator)
         for rid, ids in missing.items():
             findings.append({"code": "unknown_relevant_id", "level": "error", "cases": ids,
-                             "message": f"relevant id {rid!r} is not in the corpus ({_named(ids)})"})
+                             "message": f"relevant id {rid!r} is not in the corpus ({_named(ids)}){_id_hint(rid, known_ids, chunked, stages)}"})
         covered = {to_id(r) for c in cases for r in c.relevant} | {r for c in cases for r in c.relevant}
         uncovered = [d for d in dict.fromkeys(known) if d not in covered and to_id(d) not in covered]
         if uncovered:

@@ -171,8 +171,12 @@ def summary(pairing: Pairing) -> str:
     n, changed = max(counts.values(), default=(0, 0))
     if pairing["method"] != "same run":
         return f"Compared with {pairing['label']} on its stored scores: {pairing.get('note', '')}".rstrip(": ")
+    cached = pairing.get("cached", 0)
+    fresh = f"{pairing['judgings']} new judging{'s' if pairing['judgings'] != 1 else ''} of the reference's side"
+    if cached:
+        fresh += f"; {cached} changed pair{'s' if cached != 1 else ''} from the pair cache, judged together by an earlier run"
     text = (f"Compared with {pairing['label']}: {n} case{'s' if n != 1 else ''} paired, {changed} with a changed answer or passages, "
-            f"both sides judged in this run ({pairing['judgings']} new judging{'s' if pairing['judgings'] != 1 else ''} of the reference's side)")
+            f"both sides judged in {'one' if cached else 'this'} run ({fresh})")
     if pairing["added"] or pairing["removed"]:
         text += (f"; {len(pairing['added'])} case(s) new since the reference{_ids(pairing['added'])}, "
                  f"{len(pairing['removed'])} removed from the golden set{_ids(pairing['removed'])}")

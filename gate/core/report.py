@@ -156,6 +156,7 @@ class Pairing(TypedDict):
     removed: list[str]  # judged by the reference, no longer in the golden set
     metrics: dict[str, MetricPairs]
     judgings: int  # judgings made in this run for the pairs (both sides of each changed pair not cached)
+    cached: NotRequired[int]  # changed pairs whose two sides came from the pair cache (judged together by an earlier run)
 
 
 class Usage(TypedDict, total=False):

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from gate.core.catalog import PER_CASE_STAGES, higher_is_better
+from gate.core.catalog import PER_CASE_STAGES, higher_is_better, judge_noise
 from gate.core.compare import (
     attribute,
     baseline_comparison,
@@ -68,7 +68,7 @@ def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapp
             decisions.append(skipped(name, metric, gate, why or stage_skipped or "stage skipped", hib))
             continue
         samples, value = measured["samples"], measured["metrics"].get(metric)
-        pairing = measured.get("pairing", {})
+        pairing = measured.get("pairing", {}) if judge_noise(name, metric) else {}  # an exact figure is never paired
         confidence = float(gate.get("confidence", DEFAULT_CONFIDENCE))
         trend = None
         if "trend" in gate:

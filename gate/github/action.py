@@ -20,6 +20,7 @@ import json
 import os
 import re
 import sys
+import traceback
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 
 from gate.core.errors import EXIT_ERROR, EXIT_INPUT, InputError, RagGateError
 from gate.core.report import Report
-from gate.github.commands import action_input, append_file, commands_stopped, emit, fail, group, mask, mask_secrets, set_outputs
+from gate.github.commands import Cancellation, action_input, append_file, commands_stopped, emit, fail, group, mask, mask_secrets, set_outputs
 from gate.render import RUN_PAGE, headline_verdict
 
 MODES = ("gate", "record", "report", "merge")
@@ -113,13 +114,31 @@ def post_comment(client: Any, pr: int, report: Report, policy: str) -> str:
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """The action. It ends with the verdict's exit code, or with an error's (2: an input, 3: the run or a bug, 130, 143:
+    SIGINT, SIGTERM) after an ``::error::`` and a job summary saying what happened. ``env`` None: the process's
+    own environment, as the entry point runs it (a cancelled run then ends the process at once, see Cancellation)."""
     environment = dict(os.environ if env is None else env)
+    with Cancellation(environment, own_process=env is None) as cancellation:
+        try:
+            return _ended(environment)
+        except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (Cancelled), wherever it came
+            return cancellation.finish(getattr(exc, "signum", None))
+
+
+def _ended(env: dict[str, str]) -> int:
     try:
-        return _main(environment)
+        return _main(env)
     except RagGateError as exc:
-        return fail(environment, "rag-gate", exc.message, hint=exc.hint, code=exc.exit_code)
+        return fail(env, "rag-gate", exc.message, hint=exc.hint, code=exc.exit_code)
     except ValueError as exc:
-        return fail(environment, "rag-gate: invalid input", str(exc), code=EXIT_INPUT)
+        return fail(env, "rag-gate: invalid input", str(exc), code=EXIT_INPUT)
+    except Exception as exc:  # a bug: say what and where, briefly; the traceback only on request
+        if env.get("RAG_GATE_DEBUG"):
+            raise
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        return fail(env, "rag-gate: internal error", f"internal error: {type(exc).__name__}: {str(exc)[:500]} (at {Path(frame.filename).name}:"
+                    f"{frame.lineno}, in {frame.name})", hint="set RAG_GATE_DEBUG=1 for the traceback, and please report it",
+                    code=EXIT_ERROR)
 
 
 def _main(env: dict[str, str]) -> int:
@@ -308,7 +327,7 @@ def _comment(client: Any, pr: int, report: Report, policy: str) -> None:
         print(f"rag-gate: {post_comment(client, pr, report, policy)}", flush=True)
     except PermissionDenied:
         emit("notice", "the token cannot comment (a fork's pull request has a read-only token): the comment was skipped. "
-                       "Use the workflow_run pattern in the README to comment on fork PRs.")
+                       "Use the workflow_run pattern of docs/action.md (fork pull requests) to comment on fork PRs.")
     except GitHubError as exc:
         emit("warning", f"the PR comment failed: {exc}")
 

@@ -34,7 +34,7 @@ DEFAULT_API_URL = "https://api.github.com"
 JOB_TOKEN_AUTHOR = "github-actions[bot]"  # who the job token (GITHUB_TOKEN) acts as
 API_VERSION = "2022-11-28"
 WRITE_HINT = ("give the job `permissions: pull-requests: write` (for the comment) and `contents: write` (for the history); "
-              "a pull request from a fork only gets a read-only token: use the fork-safe workflow_run pattern in the README")
+              "a pull request from a fork only gets a read-only token: use the fork-safe workflow_run pattern of docs/action.md (fork pull requests)")
 log = logging.getLogger(__name__)
 
 

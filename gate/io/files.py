@@ -4,6 +4,9 @@ A file is written to a hidden temporary beside it (``.<name>.<pid>.<random>.tmp`
 reader, or a run killed half-way, never sees it half-written. A temporary left by a killed run (its process is
 gone) is removed the next time the same file is written. A disk that is full or a folder that cannot be written
 is not a mistake in the input: exit 3, naming the path.
+
+An input that exists but is not a regular file (a FIFO would block its reader until a writer comes, /dev/zero never
+ends, a directory or a socket holds no lines) is refused before it is read: ``special_kind`` says what it is.
 """
 
 from __future__ import annotations
@@ -11,11 +14,33 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
 
 from gate.core.errors import RunError
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"))
+
+
+def special_kind(mode: int) -> str | None:
+    """What a file of this ``st_mode`` is when it is not a regular file ("a FIFO", "a character device", ...); None
+    for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def not_regular(path: Path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (symbolic links followed); None for a regular file
+    or a path that does not exist (yet)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return special_kind(mode)
 
 
 @functools.cache

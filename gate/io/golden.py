@@ -2,24 +2,44 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from gate.core.cases import parse_case
 from gate.core.errors import InputError, InputErrors
 from gate.core.model import GoldenCase
+from gate.io.files import special_kind
 from gate.io.jsonparse import BadJSON, parse
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every non-blank line of a JSONL file; InputError if it cannot be read as UTF-8."""
+def open_regular(path: Path) -> TextIO:
+    """``path`` opened for reading as UTF-8 text; InputError if it does not exist, cannot be read, or is not a regular
+    file (a FIFO, a device, a directory, a socket: refused before a byte is read). It is opened without blocking (a
+    FIFO would wait for a writer) and the open file is asked what it is, so nothing can be swapped in between."""
     try:
-        handle = path.open(encoding="utf-8-sig")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise InputError("file not found", file=str(path)) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    try:
+        kind = special_kind(os.fstat(fd).st_mode)
+        if kind is None:
+            os.set_blocking(fd, True)
+            return open(fd, encoding="utf-8-sig")
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    raise InputError(f"is {kind}, not a regular file", file=str(path))
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every non-blank line of a JSONL file; InputError if it is not a regular file or cannot
+    be read as UTF-8."""
+    handle = open_regular(path)
     with handle:
         try:
             for lineno, line in enumerate(handle, 1):
@@ -29,8 +49,17 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
             raise InputError("not UTF-8 text", file=str(path)) from None
 
 
+JSONL_HINT = "write one JSON object per line (JSON Lines), e.g. jq -c '.[]' cases.json > cases.jsonl"
+
+
 def parse_line(path: Path, lineno: int, line: str) -> Any:
-    """The JSON value of one line of a JSONL file; InputError naming the file and line otherwise."""
+    """The JSON value of one line of a JSONL file; InputError naming the file and line otherwise. A line that opens a
+    JSON array is said to be one: these files hold one object per line, and an array written whole (or pretty-printed
+    over many lines) is the usual mistake."""
+    if line.lstrip().startswith("["):
+        raise InputError("each line must be a JSON object, got a list (a JSON array): this file takes one JSON object per line "
+                         "(JSON Lines), not an array of them",
+                         file=str(path), line=lineno, hint=JSONL_HINT)
     try:
         return parse(line, max_depth=None)
     except BadJSON as exc:

@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import re
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -69,23 +70,55 @@ def upgrade(data: Any) -> Any:
     return data
 
 
+FLOAT_MAX = sys.float_info.max  # the schema's bound on every number: beyond it (10**400, or 1e400 read as infinity), not finite
+
+
+def _passes(validator: SchemaValidator, data: Any) -> bool | None:
+    """Whether ``data`` passes; None when it holds a lone surrogate (JSON's ``"\\ud800"``): not Unicode text, which the
+    compiled validator cannot even read (nor could a UTF-8 comment, summary or file hold it)."""
+    try:
+        return validator.is_valid(data)
+    except UnicodeEncodeError:
+        return None
+
+
 def is_valid_document(data: Any, document: Document) -> bool:
     """Whether ``data`` passes the door (without saying why not)."""
-    return _validator(document).is_valid(upgrade(data))
+    return bool(_passes(_validator(document), upgrade(data)))
 
 
 def check_document(data: Any, document: Document, *, file: str, line: int | None = None) -> Any:
     """``data`` if it is a valid ``document``; InputError (exit 2) naming the file, line and key path otherwise."""
     data = upgrade(data)
     validator = _validator(document)
-    if validator.is_valid(data):
+    valid = _passes(validator, data)
+    if valid:
         return data
     what = {"report": "rag-gate report", "baseline": "rag-gate baseline", "history_entry": "rag-gate history entry",
             "part": "rag-gate shard's part"}[document]
+    if valid is None:
+        raise InputError(f"not a {what}: it holds text that is not Unicode (a lone surrogate, such as \\ud800)", file=file, line=line)
     best = validator.best_error(data)
     if best is None:  # the two validators disagree: refuse anyway, without a place
         raise InputError(f"not a {what}: it breaks the schema", file=file, line=line)
-    raise InputError(f"not a {what}: {describe(best)}", file=file, line=line, key=key_path(tuple(best.absolute_path)))
+    at, said = tuple(best.absolute_path), describe(best)
+    if best.validator in ("minimum", "maximum") and abs(best.validator_value) == FLOAT_MAX:
+        said = "not a finite number (beyond the float range)"
+    holder = _value_at(data, at)
+    if isinstance(holder, dict) and isinstance(best.instance, str) and best.instance in holder:  # a key's name was refused
+        at, said = (*at, best.instance[:60]), f"key {best.instance[:60]!r} is not allowed here: it {said}"
+    raise InputError(f"not a {what}: {said}", file=file, line=line, key=key_path(at))
+
+
+def _value_at(data: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
 
 
 def document_json(data: Report | Baseline | HistoryEntry | Part, document: Document, *, indent: int | None = None, compact: bool = False,

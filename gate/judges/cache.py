@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from gate.core.errors import InputError, RagGateError, RunError
+from gate.io.files import not_regular
 from gate.judges import JudgeInput
 from gate.judges.keys import ScoreSource, cache_key, text_cache_key
 
@@ -131,6 +132,10 @@ class JudgeCache:
         self._misses = 0
         self._text_hits = 0
         self._text_misses = 0
+        kind = not_regular(self.path)
+        if kind is not None:  # SQLite would answer "locked" for /dev/null and block or fail on a FIFO
+            raise InputError(f"is {kind}, not a regular file: point cache.path at a file (it is created if missing)",
+                             file=str(self.path), hint=HINT)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -110,10 +110,11 @@ def reference_answers(reference: StoredRun | None) -> dict[str, str]:
 
 def rejection_misses(stage: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The rejection rows that went wrong: an out-of-scope question answered, an answerable one refused, an adversarial
-    one that got through (answered or leaked)."""
+    one that got through (answered or leaked). A row that does not say whether it was refused (``refused`` is optional
+    in the report's schema) is no miss of the first two kinds: nothing says what happened."""
     rows = stage.get("rejection", {}).get("cases", [])
     return [r for r in rows if r.get("error") is None and (
-        (r["type"] == "out_of_scope" and not r["refused"]) or (r["type"] == "answerable" and r["refused"])
+        (r["type"] == "out_of_scope" and r.get("refused") is False) or (r["type"] == "answerable" and r.get("refused") is True)
         or (r["type"] == "adversarial" and not r.get("passed")))]
 
 

@@ -8,6 +8,7 @@ line inert, and the whole report goes through it."""
 from __future__ import annotations
 
 import re
+import shlex
 
 from gate.core.report import Report, StageResult
 from gate.render import VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages, rejection_miss, rejection_misses
@@ -34,7 +35,7 @@ def log_safe(text: str) -> str:
     return "\n".join(("| " + ln if ln.lstrip().startswith("::") else ln).replace("##[", "## [") for ln in lines)
 
 
-def _robustness_failures(stage: StageResult, limit: int = 10) -> list[str]:
+def _robustness_failures(stage: StageResult, written: str | None, limit: int = 10) -> list[str]:
     """The cases behind failed robustness gates: answers the distractors turned wrong, and the rejection misses."""
     out: list[str] = []
     flipped = [s for s in stage.get("samples", []) if s.get("flipped")]
@@ -46,12 +47,14 @@ def _robustness_failures(stage: StageResult, limit: int = 10) -> list[str]:
         out.append(f"  rejection miss {r['id']} ({r['type']}): {rejection_miss(r)} (decided by {r.get('method', '?')})")
     if len(misses) > limit:
         out.append(f"  ... {len(misses) - limit} more rejection misses in the report")
-    if flipped or misses:
-        out.append("  (rag-gate show CASE_ID --report report.json: one case in full)")
+    if (flipped or misses) and written and written != "-":
+        out.append(f"  (rag-gate show CASE_ID --report {shlex.quote(written)}: one case in full)")
+    elif flipped or misses:
+        out.append("  (run with --report PATH, then rag-gate show CASE_ID --report PATH: one case in full)")
     return out
 
 
-def render_console(report: Report) -> str:
+def render_console(report: Report, written: str | None = None) -> str:
     out: list[str] = []
     for name, stage in ordered_stages(report):
         out.append(f"{name} [{_MARK[stage['status']]}]")
@@ -69,14 +72,15 @@ def render_console(report: Report) -> str:
         for w in stage.get("warnings", []):
             out.append(f"  WARNING {w}")
         for g in stage.get("gates", []):
-            if g["status"] in ("fail", "error"):
-                out.append(f"  {_MARK[g['status']]} {g['metric']}: {g['reason']}")
+            said = g["status"] == "skipped" and g["metric"] in stage.get("not_evaluated", {})  # its reason is above
+            if g["status"] in ("fail", "error", "skipped") and not said:
+                out.append(f"  {_MARK[g['status']]} {g['metric']}: {g['reason'] or g['status']}")
         worse = stage.get("worse_cases", [])
         if worse:
             out.append(f"  {len(worse)} case(s) got worse than the baseline: {', '.join(w['id'] for w in worse[:10])}"
                        + (" ..." if len(worse) > 10 else ""))
         if name == "robustness" and any(g["status"] == "fail" for g in stage.get("gates", [])):
-            out += _robustness_failures(stage)
+            out += _robustness_failures(stage, written)
         errored = [s for s in stage.get("samples", []) if s.get("error")]
         for s in errored[:5]:
             out.append(f"  errored {s['id']}: {s['error']}")

@@ -146,8 +146,11 @@ def _stage(name: str, stage: StageResult) -> dict[str, Any]:
         note = f"{stage['sample']['size']} of {stage['sample']['of']} cases judged"
     failed = [{"metric": g["metric"], "status": g["status"], "reason": g["reason"]}
               for g in stage.get("gates", []) if g["status"] in ("fail", "error")]
+    not_evaluated = dict(stage.get("not_evaluated", {}))
+    skipped = {g["metric"]: f"gate skipped: {g['reason']}" for g in stage.get("gates", [])
+               if g["status"] == "skipped" and g["metric"] not in not_evaluated and g.get("reason")}
     return {"name": name, "status": stage["status"], "reason": stage.get("reason", ""), "note": note, "rows": rows,
-            "failed": failed, "not_evaluated": dict(stage.get("not_evaluated", {}))}
+            "failed": failed, "not_evaluated": {**not_evaluated, **skipped}}
 
 
 def _columns(report: Report) -> list[tuple[str, str]]:

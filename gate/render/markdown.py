@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import html
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from gate.core.catalog import PER_CASE_STAGES
@@ -205,10 +207,9 @@ def _errored_cases(stage: StageResult, max_cases: int) -> list[str]:
 def _robustness_details(stage: StageResult, max_cases: int) -> list[str]:
     """What misled the model (clean right, noisy wrong) and which cases the rejection check caught."""
     lines: list[str] = []
-    noise = stage.get("noise")
+    noise = _noise_test(stage.get("noise") or {})
     if noise:
-        lines += [f"Noise test: {int(noise['distractors'])} distractor(s) from {cell(noise['source'])} at the {cell(noise['position'])}; "
-                  f"correct = {cell(noise['method'])} ≥ {float(noise['threshold']):g}.", ""]
+        lines += [noise, ""]
     all_flipped = [s for s in stage.get("samples", []) if s.get("flipped")]
     flipped = all_flipped[:max_cases]
     if flipped:
@@ -240,6 +241,19 @@ def _robustness_details(stage: StageResult, max_cases: int) -> list[str]:
             lines.append(f"| {code(r['id'], 40)} | {cell(r['type'])} | {what} | {cell(r.get('method', ''))} |")
         lines += ["", "</details>", ""]
     return lines
+
+
+def _noise_test(noise: Mapping[str, Any]) -> str:
+    """The noise test's setup in words ("2 distractor(s) from corpus at the front; correct = offline ≥ 0.3"), from the
+    keys it has: each one is optional in the report's schema. Empty when none is there."""
+    n, method, threshold = noise.get("distractors"), noise.get("method"), noise.get("threshold")
+    what = f"{int(n)} distractor(s)" if n is not None else "distractors"
+    what += f" from {cell(noise['source'])}" if "source" in noise else ""
+    what += f" at the {cell(noise['position'])}" if "position" in noise else ""
+    if method is not None or threshold is not None:
+        what += "; correct" + (f" = {cell(method)}" if method is not None else "") + (f" ≥ {float(threshold):g}" if threshold is not None else "")
+    known = ("distractors", "source", "position", "method", "threshold")
+    return f"Noise test: {what}." if any(k in noise for k in known) else ""
 
 
 def _showing(shown: list[Any], everything: list[Any]) -> str:
@@ -328,9 +342,13 @@ def render_comment(report: Report, limit: int = COMMENT_LIMIT, max_cases: int | 
     return _cut_between_blocks(body, limit - len(note)) + note
 
 
+_DETAILS_OPEN = re.compile(r"<details[\s>]")  # <details> and <details open>: the template's (untrusted text has no "<")
+
+
 def _cut_between_blocks(body: str, room: int) -> str:
     """The longest start of ``body`` within ``room`` characters that ends between blocks: never inside an open
-    ``<details>`` or a fenced block, so what follows the cut (the note, the footer) still renders."""
+    ``<details>`` (``<details open>`` too) or a fenced block, nor after an alert's first line (``> [!WARNING]``, whose
+    text is on the next), so what follows the cut (the note, the footer) still renders and no alert is left empty."""
     kept, used, depth, fenced = 0, 0, 0, False
     lines = body.split("\n")
     for i, line in enumerate(lines):
@@ -339,8 +357,8 @@ def _cut_between_blocks(body: str, room: int) -> str:
             break
         if line.startswith("```"):
             fenced = not fenced
-        depth += line.count("<details>") - line.count("</details>")
-        if depth <= 0 and not fenced:
+        depth += len(_DETAILS_OPEN.findall(line)) - line.count("</details>")
+        if depth <= 0 and not fenced and not line.startswith("> [!"):
             kept = i + 1
     return "\n".join(lines[:kept]).rstrip("\n")
 

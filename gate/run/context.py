@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gate.core.model import TargetOutput
-from gate.core.redact import Redactor
 from gate.core.report import HistoryEntry, StageMeasurement, StoredRun
 from gate.judges import resolve_judge
 from gate.run.load import Loaded
@@ -28,7 +27,7 @@ def stage_context(loaded: Loaded, outputs: Mapping[str, TargetOutput], options: 
     spec = loaded.spec
     judge, no_judge = resolve_judge(spec.judge, os.environ, secrets=spec.secrets)
     return StageContext(cases=loaded.cases, outputs=outputs, cache=cache, judge=judge, no_judge=no_judge, deadline=loaded.deadline,
-                        only=only, progress=options.progress, redactor=Redactor([*spec.secrets, *options.secrets]))
+                        only=only, progress=options.progress, redactor=spec.redactor(options.secrets))
 
 
 @dataclass

@@ -105,7 +105,7 @@ def run_problems(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, 
     failed = [o.error for o in outputs.values() if o.error is not None]
     errors = run_errors(stages, len(cases), failed, float(spec.data["max_error_rate"]))
     retrieval = spec.stages.retrieval
-    stale = stale_labels(cases, outputs, retrieval.match) if retrieval else None
+    stale = stale_labels(cases, outputs, retrieval.match, spec.cutoff) if retrieval else None
     if stale and retrieval and retrieval.on_stale_labels == "error":
         errors.insert(0, stale)
     elif stale:

@@ -41,7 +41,7 @@ class Viewed:
 
 def viewed(report: Report, loaded: Loaded, outputs: Mapping[str, TargetOutput], options: RunOptions) -> Viewed:
     """The report redacted (one place for it: no output can hold a secret the target or a judge echoed), with the rest."""
-    redactor = Redactor([*loaded.spec.secrets, *options.secrets])
+    redactor = loaded.spec.redactor(options.secrets)
     return Viewed(cast(Report, redactor.document(report)), loaded.cases, loaded.baseline, outputs, loaded.spec.target_k, redactor)
 
 

@@ -53,6 +53,10 @@ def merge_pairing(records: Sequence[dict[str, Pairing]], order: Mapping[str, int
         pieces = [r[key] for r in records if key in r]
         merged: Pairing = {**first, "added": sorted({i for p in pieces for i in p["added"]}),
                            "judgings": sum(p["judgings"] for p in pieces), "metrics": {}}
+        cached = sum(p.get("cached", 0) for p in pieces)
+        merged.pop("cached", None)
+        if cached:
+            merged["cached"] = cached
         for metric in first["metrics"]:
             parts = [p["metrics"][metric] for p in pieces if metric in p["metrics"]]
             cases = sorted((c for p in parts for c in p["cases"]), key=lambda c: order.get(c["id"], len(order)))

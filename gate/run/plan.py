@@ -88,6 +88,7 @@ class RunPlan:
     tokens: int = 0
     cost: float | None = None
     notes: list[str] = field(default_factory=list)
+    judge: bool = False  # the spec configures a judge
 
     @property
     def judge_calls(self) -> int:
@@ -103,6 +104,7 @@ def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | 
     sample = gen.sample.draw(cases) if gen else []
     plan = RunPlan(cases=len(cases), answerable=len(answerable), retrieval_cases=len(answerable) if spec.stages.retrieval else 0,
                    sample=len(sample), target_calls=len(cases))
+    plan.judge = spec.judge is not None
     if loaded.pending:
         plan.notes.append(f"{loaded.pending} generated case(s) await review and are left out")
     noise = spec.stages.robustness.noise if spec.stages.robustness else None
@@ -126,7 +128,8 @@ def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | 
         outputs = collect_outputs(target, sample, spec.target_k)
     cache = open_cache(spec, spec.resolve(spec.data["cache"]["path"]).exists())  # a plan never creates the cache file
     try:
-        session = JudgeSession.open({m.engine for m in runnable}, StageContext(cases, outputs, cache, judge=judge), gen.criteria)
+        ctx = StageContext(cases, outputs, cache, judge=judge, redactor=spec.redactor())  # the run's cache keys: redacted inputs
+        session = JudgeSession.open({m.engine for m in runnable}, ctx, gen.criteria)
         todo = _plan_judging(plan, loaded, gen, sample, make_tasks(sample, outputs, runnable, session), session)
         if session.client is not None:
             asyncio.run(session.client.aclose())
@@ -167,7 +170,8 @@ def _plan_judging(plan: RunPlan, loaded: Loaded, gen: GenerationSettings, sample
         plan.self_check_calls = calls_of([t for t in work.tasks if t.case_id in check_ids and t.scored.engine != "offline"])
     paired = paired_runs(loaded)
     if paired:
-        pairs = pair_up(paired, sample, {c.id for c in loaded.cases}, work.tasks, {t.key for t in todo}, session)
+        judged = [t for t in work.tasks if t.scored.engine != "offline"]  # only a judge's scores are paired
+        pairs = pair_up(paired, sample, {c.id for c in loaded.cases}, judged, {t.key for t in todo}, session)
         plan.pairing_calls = calls_of(list(pairs.fresh.values()))
     criteria = {t.scored.metric for t in [*todo, *work.tasks] if t.scored.engine == "deepeval" and (t.scored.engine, t.scored.metric) not in CALLS}
     deepeval = session.engines.get("deepeval")
@@ -198,6 +202,9 @@ def render_plan(plan: RunPlan) -> str:
             if m.not_judged:
                 lines.append(f"  {m.name:<28} {m.engine:<9} {m.not_judged}")
                 continue
+            if m.engine == "offline":
+                lines.append(f"  {m.name:<28} {m.engine:<9} scored in process, no judge call")
+                continue
             lines.append(f"  {m.name:<28} {m.engine:<9} {m.cached:>6} {m.to_judge:>8} {m.calls:>6}")
         if plan.self_check_calls:
             lines.append(f"  self-check (judged again, never from the cache): {plan.self_check_calls} calls")
@@ -207,7 +214,10 @@ def render_plan(plan: RunPlan) -> str:
             lines.append(f"  GEval criteria's evaluation steps (not in the cache yet): {plan.steps_calls} calls")
     if plan.robustness_calls:
         lines.append(f"robustness: up to {plan.robustness_calls} judge calls ({plan.robustness_note})")
-    cost = f", cost about {plan.cost:.4f}" if plan.cost is not None else " (set judge.prices for a cost)"
-    lines.append(f"judge: about {plan.judge_calls} calls, {plan.tokens:,} tokens{cost}")
+    if not plan.judge:
+        lines.append("judge: none configured, so no judge call (the LLM metrics are reported as not evaluated)")
+    else:
+        cost = f", cost about {plan.cost:.4f}" if plan.cost is not None else " (set judge.prices for a cost)"
+        lines.append(f"judge: about {plan.judge_calls} calls, {plan.tokens:,} tokens{cost}")
     lines += [f"note: {n}" for n in plan.notes]
     return "\n".join(lines) + "\n"

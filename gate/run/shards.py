@@ -16,7 +16,6 @@ from gate import __version__
 from gate.core.digest import digest_json
 from gate.core.errors import InputError
 from gate.core.model import TargetOutput
-from gate.core.redact import Redactor
 from gate.core.report import SCHEMA_VERSION, Part, PartOutput
 from gate.run.flow import gc_paused
 from gate.run.load import Loaded, load
@@ -73,7 +72,7 @@ def run_shard(config: str, shard: tuple[int, int], options: RunOptions | None = 
             "stages": measured.judged,
             "errors": [note] if note else [],
         }
-        return cast(Part, Redactor([*loaded.spec.secrets, *options.secrets]).document(part))
+        return cast(Part, loaded.spec.redactor(options.secrets).document(part))
 
 
 def _part_output(out: TargetOutput) -> PartOutput:

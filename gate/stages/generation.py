@@ -98,11 +98,15 @@ def generation_stage(settings: GenerationSettings, ctx: StageContext, paired: Se
     session = JudgeSession.open({m.engine for m in runnable}, ctx, settings.criteria)
     work = make_tasks(sample, ctx.outputs, runnable, session)
     judged = Judging(settings, ctx, session, work, check_ids)
-    pairs = pair_up(paired, sample, {c.id for c in ctx.cases}, work.tasks, {t.key for t in judged.todo}, session)
+    # only a judge's scores are paired: an offline metric is an exact figure of the answers, compared as it is stored
+    llm = [m.name for m in runnable if m.engine != "offline"]
+    paired = paired if llm else ()
+    pairs = pair_up(paired, sample, {c.id for c in ctx.cases}, [t for t in work.tasks if t.scored.engine != "offline"],
+                    {t.key for t in judged.todo}, session)
     first, second = asyncio.run(judged.run(pairs))
     scores = judged.scores(sample, info, first, not_evaluated)
     if paired:
-        scores.pairing = records(pairs, [m.name for m in runnable], scores.judge)
+        scores.pairing = records(pairs, llm, scores.judge)
     if settings.self_check:
         scores.self_check = self_check_scores(judged.recheck, second, scores.per_case)
     return assemble(scores, settings, keep_diffs=ctx.only is not None)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from gate.core.catalog import EngineMetric
 from gate.core.model import GoldenCase, TargetOutput
+from gate.core.redact import Redactor
 from gate.core.report import Usage
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.judges import Engine, JudgeBudgetExceeded, JudgeError, JudgeInput, JudgeSettings, checked_score
@@ -69,16 +70,19 @@ def build_engines(names: set[str], settings: JudgeSettings | None, criteria: dic
 
 
 class JudgeSession:
-    """The engines one stage judges with, their shared client (None without an LLM engine) and the cache."""
+    """The engines one stage judges with, their shared client (None without an LLM engine), the cache, and the run's
+    secrets (``redactor``: no LLM engine's input holds one)."""
 
     def __init__(self, engines: dict[str, Engine], client: JudgeClient | None, settings: JudgeSettings | None,
-                 cache: ScoreCache) -> None:
+                 cache: ScoreCache, redactor: Redactor | None = None) -> None:
         self.engines, self.client, self.settings, self.cache = engines, client, settings, cache
+        self.redactor = redactor or Redactor()
+        self._last: tuple[JudgeInput, JudgeInput] | None = None  # the last input redacted (a case's, for each metric)
 
     @classmethod
     def open(cls, names: set[str], ctx: StageContext, criteria: Mapping[str, str] | None = None) -> JudgeSession:
         engines, client = (ctx.engines or build_engines)(names, ctx.judge, dict(criteria or {}), ctx.cache)
-        return cls(engines, client, ctx.judge, ctx.cache)
+        return cls(engines, client, ctx.judge, ctx.cache, ctx.redactor)
 
     @property
     def model(self) -> str:
@@ -95,13 +99,25 @@ class JudgeSession:
         return self.engines[scored.engine].needs(scored.metric)
 
     def task(self, case_id: str, scored: EngineMetric, item: JudgeInput) -> Task:
-        """The task with its cache key: the judge's model and temperature count only for LLM engines."""
+        """The task with its cache key: the judge's model and temperature count only for LLM engines. An LLM engine's
+        input is redacted first (no secret of the run reaches a prompt), and its key is the redacted input's, so the
+        cache keeps no secret and a re-run finds it; the offline engine scores the texts as they are, in process."""
         engine = self.engines[scored.engine]
         llm = self.settings if scored.engine != "offline" else None
+        if llm is not None:
+            item = self.redacted(item)
         source = ScoreSource(engine.name, engine.version, scored.metric, llm.model if llm else "", llm.temperature if llm else 0.0,
                              engine.prompt_fingerprint(scored.metric))
         key = self.cache.key(source, item)
         return Task(case_id, scored, item, key)
+
+    def redacted(self, item: JudgeInput) -> JudgeInput:
+        """``item`` with the run's secrets redacted from its question, answer, contexts and ground truth."""
+        if self._last is not None and self._last[0] is item:
+            return self._last[1]
+        out = redact_input(self.redactor, item)
+        self._last = (item, out)
+        return out
 
     def split_cached(self, tasks: Sequence[Task]) -> tuple[dict[str, float], list[Task]]:
         """(the cached scores by key, the tasks still to judge: one per distinct key, so identical inputs are judged
@@ -143,7 +159,18 @@ def ticking(progress: JudgeProgress | None, stage: str, then: OnResult | None = 
 
 
 def judge_input(case: GoldenCase, out: TargetOutput) -> JudgeInput:
+    """What a metric judges for one case, as the target answered (JudgeSession.task redacts it for an LLM engine)."""
     return JudgeInput(question=case.question, answer=out.answer or "", contexts=tuple(out.contexts), ground_truth=case.ground_truth)
+
+
+def redact_input(redactor: Redactor, item: JudgeInput) -> JudgeInput:
+    """``item`` with every text redacted (itself when there is nothing to remove)."""
+    if not redactor:
+        return item
+    gt = item.ground_truth
+    out = JudgeInput(question=redactor(item.question), answer=redactor(item.answer),
+                     contexts=tuple(redactor(c) for c in item.contexts), ground_truth=None if gt is None else redactor(gt))
+    return item if out == item else out
 
 
 def missing_input(needs: set[str], item: JudgeInput) -> str | None:

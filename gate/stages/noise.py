@@ -35,6 +35,7 @@ from gate.stages.context import NOISE_ANSWERS, StageContext
 from gate.stages.judging import JudgeSession, Task, ticking
 
 if TYPE_CHECKING:
+    from gate.core.redact import Redactor
     from gate.judges.cache import ScoreCache
     from gate.targets import Target
 
@@ -119,8 +120,10 @@ def answer_all(target: Target, jobs: Sequence[tuple[GoldenCase, list[str]]], con
 
 
 async def generate_distractors(cases: Sequence[GoldenCase], contexts: Mapping[str, list[str]], k: int, settings: JudgeSettings,
-                               cache: ScoreCache) -> tuple[dict[str, list[str] | str], Usage]:
-    """k judge-written conflicting passages per case (cached as text). case id -> passages, or the reason it failed."""
+                               cache: ScoreCache, redactor: Redactor) -> tuple[dict[str, list[str] | str], Usage]:
+    """k judge-written conflicting passages per case (cached as text). case id -> passages, or the reason it failed.
+    The prompt's question, ground truth and context are redacted first (``redactor``: the run's secrets), and so is
+    the key the passages are cached under."""
     from gate.judges import JudgeError, telemetry_off
     from gate.judges.client import JudgeClient
     from gate.judges.prompts import DISTRACTOR, distractor_payload, generate_distractor, prompt_fingerprint
@@ -131,15 +134,15 @@ async def generate_distractors(cases: Sequence[GoldenCase], contexts: Mapping[st
 
     async def one(case: GoldenCase) -> tuple[str, list[str] | str]:
         out: list[str] = []
-        context: str | None = contexts[case.id][0] if contexts[case.id] else None
+        context: str | None = redactor(contexts[case.id][0]) if contexts[case.id] else None
+        question, truth = redactor(case.question), redactor(case.ground_truth or "")
         try:
             for _ in range(k):  # each passage asked to differ from those already written
-                payload = distractor_payload(case.question, case.ground_truth or "", context, avoid=out)
+                payload = distractor_payload(question, truth, context, avoid=out)
                 key = cache.key_text("distractor", fp, settings.model, settings.temperature, payload)
                 text = cache.get_text(key)
                 if text is None:  # a secret the judge copied from the context is neither used nor cached
-                    text = client.redactor(await generate_distractor(client, settings, case.question, case.ground_truth or "",
-                                                                      context, avoid=out))
+                    text = client.redactor(await generate_distractor(client, settings, question, truth, context, avoid=out))
                     cache.put_text(key, text, {"kind": "distractor", "case": case.id})
                 out.append(text)
         except JudgeError as exc:
@@ -195,7 +198,8 @@ def choose_distractors(run: NoiseRun, match: MatchSettings, sources: NoiseSource
             chosen[c.id] = [{"id": None, "text": t} for t in sources.file.get(c.id, [])[:k]]
     else:
         assert run.ctx.judge is not None
-        made, run.usage = asyncio.run(generate_distractors(run.sample, run.contexts, k, run.ctx.judge, run.ctx.cache))
+        made, run.usage = asyncio.run(generate_distractors(run.sample, run.contexts, k, run.ctx.judge, run.ctx.cache,
+                                                             run.ctx.redactor))
         for c in run.sample:
             got = made[c.id]
             if isinstance(got, str):

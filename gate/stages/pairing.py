@@ -162,6 +162,9 @@ def records(pairs: PairSet, metrics: Sequence[str], judge: JudgeInfo | None) -> 
         pairing: Pairing = {"against": run.against, "label": run.label, "commit": run.commit, "created_at": run.created_at,
                             "method": "same run" if run.outputs else "stored scores", "added": pairs.added[run.key],
                             "removed": pairs.removed[run.key], "metrics": {}, "judgings": len(pairs.judgings[run.key])}
+        cached = sum(1 for p in pairs.pairs if p.run == run.key and p.cached)
+        if cached:
+            pairing["cached"] = cached
         if not run.outputs:
             pairing["note"] = ("the reference run kept no answers (it was recorded by an older rag-gate), so this run is compared "
                                "with its stored scores: a judge that changed since would move the delta")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from operator import attrgetter
 
 from gate.core.catalog import MetricName
@@ -31,10 +32,11 @@ def text_ids(texts: Sequence[str], output: TargetOutput, min_overlap: float) -> 
     return ids, {f"text:{j}": 1 for j in range(1, len(texts) + 1)}
 
 
-def stale_labels(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], match: MatchSettings) -> str | None:
-    """The sentence saying the relevance labels look stale, when under 1 % of the distinct ids the target retrieved for
-    answerable cases are relevant to any golden case (at the matching level): a re-chunked or re-keyed corpus renames
-    every id, and every retrieval gate would report a collapse that is not one. None otherwise (or under 20 ids)."""
+def stale_labels(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], match: MatchSettings, cutoff: int) -> str | None:
+    """The sentence saying the relevance labels look stale, when under 1 % of the distinct ids the target retrieved
+    within the ``cutoff`` (the rank the metrics look to) for answerable cases are relevant to any golden case (at the
+    matching level): a re-chunked or re-keyed corpus renames every id, and every retrieval gate would report a
+    collapse that is not one. None otherwise (or under 20 ids). Passages below the cut-off are no metric's concern."""
     level, min_overlap, to_id = match.level, match.min_overlap, match.to_id()
     known: set[str] = set()
     retrieved: set[str] = set()
@@ -42,17 +44,18 @@ def stale_labels(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput
     if level != "text":
         known = {to_id(r) for c in cases for r in c.relevant}
     for c in answered:
-        out = outputs[c.id]
+        top = replace(outputs[c.id], retrieved=outputs[c.id].retrieved[:cutoff])
         if level == "text":
-            ids, relevant = text_ids(c.relevant_texts, out, min_overlap)
+            ids, relevant = text_ids(c.relevant_texts, top, min_overlap)
             known |= {f"{c.id}\x00{i}" for i in ids if i in relevant}
             retrieved |= {f"{c.id}\x00{i}" if i in relevant else i for i in ids}
         else:
-            retrieved |= {to_id(d.id) for d in out.retrieved}
+            retrieved |= {to_id(d.id) for d in top.retrieved}
     hits = len(retrieved & known)
     if len(retrieved) < 20 or hits * 100 >= len(retrieved):
         return None
-    return (f"relevance labels look stale: {hits:,} of the {len(retrieved):,} distinct ids retrieved for {len(answered):,} answerable "
+    return (f"relevance labels look stale: {hits:,} of the {len(retrieved):,} distinct ids retrieved within the top {cutoff} for "
+            f"{len(answered):,} answerable "
             "cases are relevant to any golden case (re-chunked or re-keyed corpus?). Update relevant_doc_ids, or give the cases "
             "relevant_texts and set match.level: text, which survives re-chunking")
 

@@ -21,6 +21,7 @@ from gate.stages.context import StageContext
 from gate.stages.noise import NoiseSources, noise_test
 
 if TYPE_CHECKING:
+    from gate.core.redact import Redactor
     from gate.judges.cache import ScoreCache
     from gate.targets import Target
 
@@ -47,8 +48,9 @@ class NoisePart:
 
 
 async def classify_refusals(rows: Sequence[tuple[GoldenCase, str]], settings: JudgeSettings,
-                            cache: ScoreCache) -> tuple[dict[str, bool], Usage]:
-    """The judge's refusal verdict for answers no phrase settled (cached as text)."""
+                            cache: ScoreCache, redactor: Redactor) -> tuple[dict[str, bool], Usage]:
+    """The judge's refusal verdict for answers no phrase settled (cached as text). The question and the answer are
+    redacted first (``redactor``: the run's secrets), in the prompt and in the key they are cached under."""
     from gate.judges import JudgeError, telemetry_off
     from gate.judges.client import JudgeClient
     from gate.judges.prompts import REFUSAL, classify_refusal, prompt_fingerprint, refusal_payload
@@ -58,12 +60,13 @@ async def classify_refusals(rows: Sequence[tuple[GoldenCase, str]], settings: Ju
     fp = prompt_fingerprint(REFUSAL)
 
     async def one(case: GoldenCase, answer: str) -> tuple[str, bool | None]:
-        key = cache.key_text("refusal", fp, settings.model, settings.temperature, refusal_payload(case.question, answer))
+        question, answer = redactor(case.question), redactor(answer)
+        key = cache.key_text("refusal", fp, settings.model, settings.temperature, refusal_payload(question, answer))
         hit = cache.get_text(key)
         if hit is not None:
             return case.id, hit == "true"
         try:
-            verdict = await classify_refusal(client, settings, case.question, answer)
+            verdict = await classify_refusal(client, settings, question, answer)
         except JudgeError:
             return case.id, None  # stays decided by the phrases
         cache.put_text(key, "true" if verdict else "false", {"kind": "refusal", "case": case.id})
@@ -133,7 +136,7 @@ def robustness_stage(settings: RobustnessSettings, ctx: StageContext, target: Ta
         unsettled = [(c, ctx.outputs[c.id].answer or "") for c in mine
                      if ctx.outputs[c.id].error is None and detect_refusal(ctx.outputs[c.id].answer, phrases) is None]
         if unsettled:
-            judged, refusal_usage = asyncio.run(classify_refusals(unsettled, ctx.judge, ctx.cache))
+            judged, refusal_usage = asyncio.run(classify_refusals(unsettled, ctx.judge, ctx.cache, ctx.redactor))
             usage.append(refusal_usage)
     return finish(noise, settings.rejection, Answers(mine, ctx.outputs, judged), usage)
 

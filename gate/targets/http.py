@@ -1,9 +1,15 @@
-"""Target: a RAG service over HTTP (the default protocol in the README, fields remappable).
+"""Target: a RAG service over HTTP (the default protocol in docs/spec.md, fields remappable).
 
 Each case is one POST. Connection errors, timeouts, 429 and 5xx are retried with
 exponential backoff (a Retry-After header is honoured, up to ``max_retry_after_s``).
 A case whose call still fails, or whose body is not the expected JSON, comes back with
 ``error`` set; nothing is raised, nothing is scored as 0.
+
+The body is read as a stream: it may hold at most ``max_response_bytes`` once decoded (gzip included), and a call
+still reading at the deadline (``max_duration_s``) ends there, its connection closed. A redirect is an error naming
+where it points, unless ``follow_redirects``: then at most 5 are followed here (not by requests), only 307 and 308
+(which keep the POST and its body; 301, 302 and 303 would make it a GET), and none of the configured headers, nor the
+URL's credentials, goes to another origin (scheme, host and port).
 """
 
 from __future__ import annotations
@@ -13,17 +19,21 @@ import json
 import threading
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 
 from gate.core.model import Answer, GoldenCase, TargetOutput
 from gate.core.redact import Redactor
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
-from gate.io.http import retry_after_s
+from gate.io.http import DeadlineReached, TooLarge, Watchdog, json_of, origin, read_body, retry_after_s, text_of
 from gate.targets import DEFAULT_FIELDS, Target, answer_field, parse_output
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+MAX_REDIRECTS = 5
+KEEP_METHOD = frozenset({307, 308})  # the redirects that re-send the POST as it was
+ERROR_BODY_BYTES = 64 * 1024  # what is read of an error status's body, for its message
+DEFAULT_HEADERS = {"Content-Type": "application/json", "User-Agent": "rag-gate"}
 
 
 def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
@@ -49,6 +59,14 @@ def shown_url(url: str, redactor: Redactor) -> str:
     return redactor(url)
 
 
+class _Session(requests.Session):
+    """A session that sees no redirect: requests, even told not to follow one, reads the whole body of a 3xx (no cap,
+    no deadline) to prepare the next request. The target follows redirects itself (``HttpTarget._redirect``)."""
+
+    def get_redirect_target(self, resp: requests.Response) -> None:
+        return None
+
+
 class HttpTarget(Target):
     kind = "http"
     fail_fast = True  # the first case is asked alone: a service that is down stops the run at once
@@ -56,18 +74,22 @@ class HttpTarget(Target):
     def __init__(self, cfg: dict[str, Any], secrets: list[str] | None = None, sleep: Any = time.sleep,
                  deadline: Deadline = NO_DEADLINE) -> None:
         self.url: str = cfg["url"]
-        self.headers = {"Content-Type": "application/json", "User-Agent": "rag-gate", **cfg.get("headers", {})}
+        self.configured_headers: dict[str, str] = dict(cfg.get("headers", {}))  # sent to the URL's origin only
+        self.headers = {**DEFAULT_HEADERS, **self.configured_headers}
         self.body: dict[str, Any] = cfg.get("body", {})
         self.timeout = float(cfg["timeout_s"])
         self.retries = int(cfg["retries"])
         self.backoff = float(cfg["backoff_s"])
         self.max_retry_after = float(cfg["max_retry_after_s"])
         self.concurrency = int(cfg["concurrency"])
+        self.max_bytes = int(cfg["max_response_bytes"])
+        self.follow_redirects = bool(cfg["follow_redirects"])
         self.request_fields = dict(cfg["request"])
         self.response_fields = {**DEFAULT_FIELDS, **cfg["response"]}
-        self.redactor = Redactor(secrets or [])
+        self.redactor = Redactor.with_urls(secrets or [], [self.url])  # and the Basic credential of the URL's user:password
         self.shown_url = shown_url(self.url, self.redactor)
         self.deadline = deadline
+        self._watchdog = Watchdog(deadline)
         self.unreachable: str | None = None  # the error of the last call that could not connect at all
         self._sleep = sleep
         self._local = threading.local()
@@ -77,8 +99,8 @@ class HttpTarget(Target):
     def _session(self) -> requests.Session:
         s = getattr(self._local, "session", None)
         if s is None:
-            s = requests.Session()
-            s.headers.update(self.headers)
+            s = _Session()
+            s.headers.update(DEFAULT_HEADERS)  # the configured headers go with each request to the URL's origin
             self._local.session = s
             with self._lock:
                 self._sessions.append(s)
@@ -103,10 +125,12 @@ class HttpTarget(Target):
         connected = False
         for attempt in range(attempts):
             wait = self.backoff * (2**attempt)
-            if self.deadline.reached():
-                raise PostError(f"{REACHED}{f' after: {reason}' if reason else ''}")
             try:
-                resp = session.post(self.url, data=data, timeout=self.deadline.cap(self.timeout))
+                if self.deadline.reached():
+                    raise DeadlineReached()
+                code, after, content, encoding = self._exchange(session, data)
+            except DeadlineReached:
+                raise PostError(f"{REACHED}{f' after: {reason}' if reason else ''}") from None
             except requests.Timeout:
                 reason, connected = f"timed out (timeout {self.timeout:g} s)", True
             except requests.exceptions.ChunkedEncodingError as exc:  # the connection broke while the body was being read
@@ -117,26 +141,78 @@ class HttpTarget(Target):
                 raise RuntimeError(f"request failed: {type(exc).__name__}: {self._innermost(exc)}") from None
             else:
                 connected = True
-                if resp.status_code in RETRY_STATUS:
-                    reason = f"HTTP {resp.status_code}"
-                    after = retry_after_s(resp.headers.get("Retry-After"))
-                    if after is not None:
-                        if after > self.max_retry_after:
-                            raise RuntimeError(
-                                f"HTTP {resp.status_code} with Retry-After {after:.0f} s, above max_retry_after_s {self.max_retry_after:g}"
-                            )
-                        wait = after
-                elif resp.status_code >= 400:
-                    raise RuntimeError(f"HTTP {resp.status_code}: {self.redactor.shorten(resp.text, 200)}")
-                else:
-                    try:
-                        return resp.json(), (time.perf_counter() - start) * 1000
-                    except ValueError:
-                        start_of_body = self.redactor.shorten(repr(resp.text), 80)
-                        raise RuntimeError(f"malformed JSON in the response (HTTP {resp.status_code}): {start_of_body}") from None
+                if code not in RETRY_STATUS:
+                    return self._outcome(code, content, encoding), (time.perf_counter() - start) * 1000
+                reason = f"HTTP {code}"
+                if after is not None:
+                    if after > self.max_retry_after:
+                        raise RuntimeError(f"HTTP {code} with Retry-After {after:.0f} s, above max_retry_after_s {self.max_retry_after:g}")
+                    wait = after
             if attempt + 1 < attempts:
                 self._sleep(self.deadline.cap(wait))
         raise PostError(f"{reason} after {attempts} attempt{'s' if attempts > 1 else ''}", unreachable=not connected)
+
+    def _outcome(self, code: int, content: bytes, encoding: str | None) -> Any:
+        """The JSON of a final answer (not a status that is retried); RuntimeError for an error status or a body that
+        is not JSON."""
+        if code >= 400:
+            raise RuntimeError(f"HTTP {code}: {self.redactor.shorten(text_of(content, encoding), 200)}")
+        try:
+            return json_of(content, encoding)
+        except ValueError:
+            start_of_body = self.redactor.shorten(repr(text_of(content, encoding)), 80)
+            raise RuntimeError(f"malformed JSON in the response (HTTP {code}): {start_of_body}") from None
+
+    def _exchange(self, session: requests.Session, data: bytes) -> tuple[int, float | None, bytes, str | None]:
+        """One attempt: the POST, and the redirects it is allowed to follow. (status, Retry-After, body, encoding);
+        RuntimeError for a redirect not followed or a body over the cap, DeadlineReached at the deadline."""
+        url, headers = self.url, self.configured_headers
+        for hop in range(MAX_REDIRECTS + 1):
+            if hop and self.deadline.reached():
+                raise DeadlineReached()
+            resp = session.post(url, data=data, headers=headers, timeout=self.deadline.cap(self.timeout),
+                                allow_redirects=False, stream=True)
+            code = resp.status_code
+            if 300 <= code < 400:
+                location = resp.headers.get("Location")
+                resp.close()
+                url = self._redirect(code, url, location, hop)
+                if origin(url) != origin(self.url):
+                    headers = {}  # the session's defaults only; and no credentials: the new URL's are the server's
+                continue
+            error = code >= 400
+            try:
+                content = read_body(resp, ERROR_BODY_BYTES if error else self.max_bytes, self.deadline, self.timeout,
+                                    watchdog=self._watchdog, truncate=error)
+            except TooLarge as exc:
+                raise RuntimeError(f"the response is larger than target.http.max_response_bytes ({exc.limit} bytes)") from None
+            return code, retry_after_s(resp.headers.get("Retry-After")), content, resp.encoding
+        raise AssertionError("unreachable")
+
+    def _redirect(self, code: int, url: str, location: str | None, hop: int) -> str:
+        """Where a redirect from ``url`` leads, if it may be followed; else RuntimeError saying why, and what to change
+        (the Location shown with its credentials and secrets redacted)."""
+        if location is None:
+            raise RuntimeError(f"HTTP {code} without a Location header")
+        try:
+            to = urljoin(url, location)
+            shown = self.redactor.shorten(shown_url(to, self.redactor), 200)
+            scheme = urlsplit(to).scheme.lower()
+        except ValueError:
+            raise RuntimeError(f"HTTP {code} redirect to {self.redactor.shorten(repr(location), 200)}, which is no URL") from None
+        where = f"HTTP {code} redirect to {shown}: not followed"
+        only = "target.http.follow_redirects follows 307 and 308 only"
+        if code in (301, 302, 303):
+            raise RuntimeError(f"{where}, it would turn the POST into a GET (point target.http.url at that address; {only})")
+        if code not in KEEP_METHOD:
+            raise RuntimeError(f"{where} (point target.http.url at that address; {only})")
+        if not self.follow_redirects:
+            raise RuntimeError(f"{where} (set target.http.follow_redirects: true to follow it, or point target.http.url at that address)")
+        if scheme not in ("http", "https"):
+            raise RuntimeError(f"{where}: not an http or https URL")
+        if hop == MAX_REDIRECTS:
+            raise RuntimeError(f"more than {MAX_REDIRECTS} redirects (the last to {shown})")
+        return to
 
     def _failed(self, exc: Exception) -> str:
         """The error of a call, naming the URL it went to (credentials and secrets redacted)."""
@@ -174,6 +250,7 @@ class HttpTarget(Target):
         return self.redactor.shorten(str(inner) or type(inner).__name__, 160)
 
     def close(self) -> None:
+        self._watchdog.close()
         with self._lock:
             for s in self._sessions:
                 s.close()

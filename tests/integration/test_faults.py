@@ -388,7 +388,7 @@ def test_a_judge_without_the_judge_engines_is_refused_before_any_question(tmp_pa
         asked = len(rag.requests)
     assert proc.returncode == 2, proc.stderr
     assert "rag-eval.yml:9: stages.generation.metrics: the judge metrics need the judge engines" in proc.stderr
-    assert "pip install 'rag-gate[judges]'" in proc.stderr and asked == 0
+    assert "pip install -e '.[judges]'" in proc.stderr and asked == 0
 
 
 def test_answers_without_passage_text_are_reported_once_with_the_key_to_set(tmp_path):

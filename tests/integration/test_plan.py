@@ -55,8 +55,9 @@ def test_plan_predicts_the_judge_calls_of_the_next_run_and_none_for_a_cached_one
         assert again.returncode == 0
         rejudged = judge.calls - before
     # every score is cached now: nothing to judge, only the self-check's second judgings (never cached)
-    rows = [ln for ln in second.stdout.splitlines() if re.match(r"^  \S+\s+(ragas|deepeval|offline)\s", ln)]
-    assert len(rows) == 6 and all(ln.split()[-2:] == ["0", "0"] for ln in rows), second.stdout
+    rows = [ln for ln in second.stdout.splitlines() if re.match(r"^  \S+\s+(ragas|deepeval)\s", ln)]
+    assert len(rows) == 5 and all(ln.split()[-2:] == ["0", "0"] for ln in rows), second.stdout
+    assert "token_f1                     offline   scored in process, no judge call" in second.stdout
     assert "self-check (judged again, never from the cache)" in second.stdout
     assert predicted(second.stdout) == rejudged > 0
 
@@ -68,5 +69,16 @@ def test_plan_without_the_judges_key_says_the_metrics_will_be_skipped(tmp_path: 
     proc = rag_gate(ws, env, "plan", "--no-target")
     assert proc.returncode == 0, proc.stderr
     assert "faithfulness                 ragas     not evaluated: the judge's key OPENAI_API_KEY is not set" in proc.stdout
-    assert "token_f1                     offline        0       22      0" in proc.stdout
+    assert "token_f1                     offline   scored in process, no judge call" in proc.stdout  # never "cached"
     assert predicted(proc.stdout) == 0
+
+
+def test_plan_without_a_judge_asks_for_no_prices_and_calls_no_offline_metric_cached(tmp_path: Path) -> None:
+    ws = tmp_path / "qs"
+    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".rag-gate", "__pycache__"))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "JUDGE_", "OPENAI_"))}, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "gate", "plan", "--config", "rag-eval.yml"], cwd=ws, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "judge: none configured, so no judge call" in proc.stdout and "judge.prices" not in proc.stdout
+    assert "token_f1                     offline   scored in process, no judge call" in proc.stdout and "cached" not in proc.stdout.split("\n", 5)[-1]

@@ -68,8 +68,12 @@ def test_the_noise_tests_answers_are_the_targets_time_not_the_judges(tmp_path: P
     assert f"rag-gate: the noise test: asking the target for {calls} answers from given passages\n" in proc.stderr
     assert re.search(rf"^rag-gate: the target took \d+\.\d s for 40 cases: 40 answered, 0 errored; and {calls} answers from "
                      r"given passages for the noise test \(\d+\.\d s of it\)$", proc.stderr, re.MULTILINE), proc.stderr
-    # the offline metrics are scores too, computed in-process: no judge client, so no calls, tokens or cost
-    assert re.search(r"^rag-gate: the judges took \d+\.\d s for \d+ scores \(generation \d+\)$", proc.stderr, re.MULTILINE), proc.stderr
+    # the offline metrics are scores too, computed in-process: no judge client, so no calls, tokens or cost, and never
+    # announced as judging
+    assert re.search(r"^rag-gate: scoring generation: \d+ scores to compute with the metrics that need no model$", proc.stderr, re.MULTILINE)
+    assert re.search(r"^rag-gate: the metrics that need no model took \d+\.\d s for \d+ scores \(generation \d+\)$", proc.stderr,
+                     re.MULTILINE), proc.stderr
+    assert "judging" not in proc.stderr and "judges" not in proc.stderr
 
 
 def test_a_terminal_gets_bars_and_a_disabled_reporter_says_nothing() -> None:

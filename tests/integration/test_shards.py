@@ -319,3 +319,25 @@ def test_cache_merge_refuses_a_file_that_is_not_a_cache_and_changes_nothing(runs
         assert proc.returncode == 2 and f"{tmp_path / bad}: {said}" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
         assert into.read_bytes() == before  # cache2 was not folded in either: every file is checked first
+
+
+def test_shards_after_a_job_whose_cache_they_restore_say_their_pairs_came_from_the_cache(runs: dict[str, Any], tmp_path: Path) -> None:
+    """Shards that restore the one job's cache (it judged every changed pair) judge no pair again: the merged comment
+    says so instead of a bare '0 new judgings', and judgings plus cached pairs add up to the one job's judgings."""
+    ws = runs["ws"]
+    one = _load(ws, "one.json")["stages"]["generation"]["pairing"]["baseline"]
+    after_one = tmp_path / "after-one.sqlite"
+    shutil.copy(ws / "cache.sqlite", after_one)
+    with JudgeServer() as judge:
+        for i in (1, 2, 3):
+            shutil.copy(after_one, ws / "cache.sqlite")  # the cache the one job left: every pair is in it
+            proc = rag_gate(ws, judge, "run", "--shard", f"{i}/3", "--report", f"warm{i}.json", "--no-progress")
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+        merged = rag_gate(ws, None, "merge", "warm1.json", "warm2.json", "warm3.json", "--report", "warm.json", "--markdown", "warm.md")
+    assert merged.returncode == 1, merged.stdout + merged.stderr
+    pairing = _load(ws, "warm.json")["stages"]["generation"]["pairing"]["baseline"]
+    assert pairing["judgings"] == 0 and pairing["cached"] > 0
+    changed = sum(m["changed"] - m["errored"] for m in one["metrics"].values())
+    assert pairing["cached"] == changed and one["judgings"] > 0 and "cached" not in one
+    comment = (ws / "warm.md").read_text(encoding="utf-8")
+    assert f"0 new judgings of the reference's side; {pairing['cached']} changed pairs from the pair cache" in comment

@@ -62,3 +62,33 @@ def test_show_an_unknown_case_exits_2_naming_the_report(ws: Path) -> None:
     proc = rag_gate(ws, "show", "no-such-case", "--report", "report.json")
     assert proc.returncode == 2 and "report.json: no case 'no-such-case' in this report (40 cases)" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_consoles_hint_names_the_report_it_wrote_or_says_to_write_one(ws: Path) -> None:
+    other = rag_gate(ws, "run", "--config", "rag-eval.yml", "--report", "other dir.json", "--no-progress")
+    assert "rag-gate show CASE_ID --report 'other dir.json'" in other.stdout
+    none = rag_gate(ws, "run", "--config", "rag-eval.yml", "--no-progress")
+    assert "--report report.json" not in none.stdout and "run with --report PATH, then rag-gate show CASE_ID --report PATH" in none.stdout
+
+
+def test_show_reads_the_spec_the_report_was_made_from_and_says_when_it_cannot(ws: Path, tmp_path: Path) -> None:
+    made = rag_gate(ws, "run", "--config", "rag-eval.yml", "--report", "made.json", "--no-progress")
+    assert made.returncode == 1
+    (tmp_path / "rag-eval.yml").write_text("version: 1\ngolden_set: other.jsonl\ntarget: {results: r.jsonl}\nstages: {}\n", encoding="utf-8")
+    (tmp_path / "other.jsonl").write_text('{"id": "x1", "question": "Something else?"}\n', encoding="utf-8")
+    here = rag_gate(ws, "show", "q26", "--report", "made.json")  # no --config: the report's own spec, not ./rag-eval.yml's
+    assert here.returncode == 0 and "question:" in here.stdout and here.stderr == ""
+    elsewhere = rag_gate(tmp_path, "show", "q26", "--report", str(ws / "made.json"))  # ./rag-eval.yml here is another spec
+    assert elsewhere.returncode == 0 and "question:" not in elsewhere.stdout
+    assert "could not be read" in elsewhere.stderr and "pass --config with the spec the report was made from" in elsewhere.stderr
+    (tmp_path / "other.jsonl").write_text('{"id": "q26", "question": "A question of another set?", "type": "out_of_scope"}\n',
+                                          encoding="utf-8")
+    stale = rag_gate(tmp_path, "show", "q26", "--report", str(ws / "made.json"))
+    assert "A question of another set?" in stale.stdout and "is not the golden set this report was made from" in stale.stderr
+    nowhere = tmp_path / "nowhere"
+    nowhere.mkdir()
+    gone = rag_gate(nowhere, "show", "q26", "--report", str(ws / "made.json"))
+    assert gone.returncode == 0 and "note: the spec rag-eval.yml is not here" in gone.stderr
+    (tmp_path / "other.jsonl").write_text('{"id": "x1", "question": "Something else?", "type": "out_of_scope"}\n', encoding="utf-8")
+    wrong = rag_gate(tmp_path, "show", "q26", "--report", str(ws / "made.json"), "--config", "rag-eval.yml")
+    assert "note: q26 is not in" in wrong.stderr and "pass --config with the spec the report was made from" in wrong.stderr

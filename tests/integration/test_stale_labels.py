@@ -103,7 +103,7 @@ def test_a_rekeyed_corpus_is_said_first_and_is_an_error_by_default(tmp_path: Pat
     assert before["hit_rate@5"] == 1.0
     proc, report, comment = run(ws, "rekeyed")
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    said = f"relevance labels look stale: 0 of the {N} distinct ids retrieved for {N} answerable cases are relevant to any golden case"
+    said = f"relevance labels look stale: 0 of the {N} distinct ids retrieved within the top 5 for {N} answerable cases are relevant to any golden case"
     assert report["verdict"] == "error" and report["errors"][0].startswith(said)
     assert f"error: {said}" in proc.stdout
     assert comment.index(said) < comment.index("### ")  # before any stage's table
@@ -152,3 +152,22 @@ def test_a_healthy_run_says_nothing_about_labels(tmp_path: Path) -> None:
 ])
 def test_text_matching(relevant: str, retrieved: str, matches: bool) -> None:
     assert text_matches(relevant, retrieved, 0.8) is matches
+
+
+def test_passages_below_the_cut_off_do_not_make_labels_look_stale(tmp_path: Path) -> None:
+    """10 cases, each with its relevant passage at rank 1 and 150 more passages below it, k = 5: every metric is 1.0,
+    and the 1,500 ids no metric looks at are no sign of stale labels."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "golden.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "question": f"When does branch {i} open?",
+                                                         "relevant_doc_ids": [f"doc-{i}"]}) + "\n" for i in range(10)), encoding="utf-8")
+    (ws / "results.jsonl").write_text("".join(json.dumps({"id": f"c{i}", "retrieved": [f"doc-{i}", *(f"other-{i}-{j}" for j in range(150))]})
+                                              + "\n" for i in range(10)), encoding="utf-8")
+    (ws / "rag-eval.yml").write_text("version: 1\ngolden_set: golden.jsonl\ntarget: {results: results.jsonl, k: 5}\n"
+                                     "stages:\n  retrieval: {metrics: [hit_rate@5, mrr]}\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "gate", "run", "--config", "rag-eval.yml", "--report", "report.json", "--no-progress"],
+                          cwd=ws, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((ws / "report.json").read_text())
+    assert report["errors"] == [] and not any("stale" in w for w in report["warnings"])
+    assert report["stages"]["retrieval"]["metrics"]["hit_rate@5"] == report["stages"]["retrieval"]["metrics"]["mrr"] == 1.0

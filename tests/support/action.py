@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gate.io.reports import check_document
 from gate.render.markdown import marker
 from tests.support.github_server import READ_TOKEN, WRITE_TOKEN, GitHubServer
 
@@ -179,3 +180,37 @@ def report_workspace(tmp_path: Path, artifact: Path | None = None, text: str | N
     return ws
 
 
+def _run(cwd: Path, *args: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", "gate", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 1), proc.stderr
+
+
+def regressed_quickstart(ws: Path) -> dict[str, Any]:
+    """The quickstart's report (made in ``ws``), over a history of one run, after a change that garbles a third of its
+    corpus: failed gates, per-group gates, worse cases, a flipped noisy answer, rejection misses, a trend; a warning and
+    an errored case; the pull request and head commit of a fork's run."""
+    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".rag-gate", "__pycache__"))
+    _run(ws, "run", "--config", "rag-eval.yml", "--report", "main.json", "-q")
+    _run(ws, "history", "record", "--config", "rag-eval.yml", "--report", "main.json", "--branch", "main")
+    corpus = [json.loads(line) for line in (ws / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+    for i, doc in enumerate(corpus):
+        if i % 3 == 0:
+            doc["text"] = " ".join(reversed(doc["text"].split()[:12]))
+    (ws / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
+    spec = (ws / "rag-eval.yml").read_text(encoding="utf-8")
+    spec = spec.replace("hit_rate@5: {min: 0.80, max_drop: 0.02}", "hit_rate@5: {min: 0.99, max_drop: 0.02, by: category, "
+                        "min_group_size: 3}").replace("mrr: {min: 0.60, max_drop: 0.03}", "mrr: {min: 0.60, max_drop: 0.03, by: tag}")
+    (ws / "rag-eval.yml").write_text(spec, encoding="utf-8")
+    _run(ws, "run", "--config", "rag-eval.yml", "--report", "pr.json", "-q")
+    report = json.loads((ws / "pr.json").read_text(encoding="utf-8"))
+    report["run"].update(pr=PR, head_sha=HEAD)
+    report["warnings"].append("a warning of the run")
+    report["stages"]["retrieval"]["samples"][0]["error"] = "upstream timeout"
+    report["cases"] = report["cases"][:5]  # the comment shows none of them: fewer to copy, parse and mutate
+    stages = report["stages"]
+    assert stages["retrieval"]["worse_cases"] and stages["generation"]["worse_cases"] and report["history"]["runs"]
+    assert any(g.get("groups") for g in stages["retrieval"]["gates"]) and stages["robustness"]["rejection"]["cases"]
+    check_document(report, "report", file="seed")
+    return report

@@ -52,16 +52,15 @@ import hashlib
 import itertools
 import json
 import re
-import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from tests.support.standin import StandIn, StandInHandler
 
 __all__ = [
     "PAT_TOKEN", "PAT_USER", "READ_TOKEN", "WRITE_TOKEN", "Action", "Fault", "GitHubServer", "Received", "drop", "primary_rate_limit",
@@ -190,56 +189,7 @@ def _b64_lines(data: bytes) -> str:
     return "".join(b64[i : i + 60] + "\n" for i in range(0, len(b64), 60))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 256  # listen backlog: many clients connecting at once must not see dropped SYNs
-    owner: GitHubServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:  # no tracebacks for dropped clients
-        pass
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-    timeout = 30
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _any(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        self.server.owner._handle(self, raw)
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any  # noqa: N815
-
-    def send(self, code: int, payload: bytes, headers: dict[str, str]) -> None:
-        try:
-            self.send_response(code)
-            if code != 204:
-                headers.setdefault("Content-Type", "application/json; charset=utf-8")
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-            self.wfile.flush()
-        except OSError:
-            self.close_connection = True
-
-    def drop(self) -> None:
-        self.close_connection = True
-        try:
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.connection.close()
-        except OSError:
-            pass
-
-
-class GitHubServer:
+class GitHubServer(StandIn):
     """A fake GitHub REST API on 127.0.0.1:<free port>, in a background thread. Use as a context manager."""
 
     def __init__(
@@ -251,12 +201,12 @@ class GitHubServer:
         latency: float = 0.0,
         large_file_limit: int = 1024 * 1024,
     ) -> None:
+        super().__init__()
         self.tokens = {WRITE_TOKEN: "write", READ_TOKEN: "read", PAT_TOKEN: "write", **(tokens or {})}
         self.users = {PAT_TOKEN: PAT_USER}  # tokens of a user (the others are installation tokens: the bot)
         self.prefix = prefix.rstrip("/")  # "/api/v3" for a GitHub Enterprise Server layout
         self.latency = latency
         self.large_file_limit = large_file_limit  # beyond it GET contents gives encoding "none", like GitHub over 1 MB
-        self._lock = threading.RLock()
         self._ids = itertools.count(1_000_001)
         self._requests: list[Received] = []
         self._faults: list[Fault] = []
@@ -267,39 +217,14 @@ class GitHubServer:
         self.repos: dict[str, Repo] = {}
         for name in repos:
             self.add_repo(name)
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle --------------------------------------------------------------------------
-    def start(self) -> GitHubServer:
-        if self._server is None:
-            self._server = _Server(("127.0.0.1", 0), _Handler)
-            self._server.owner = self
-            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                            name="fake-github", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            if self._barrier is not None:
-                self._barrier.abort()
-            self._server.shutdown()
-            self._server.server_close()
-            if self._thread is not None:
-                self._thread.join(timeout=5)
-            self._server = self._thread = None
-
-    def __enter__(self) -> GitHubServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def on_stop(self) -> None:
+        if self._barrier is not None:  # readers held by hold_reads() give up waiting
+            self._barrier.abort()
 
     @property
     def api_url(self) -> str:
-        assert self._server is not None, "server not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}{self.prefix}"
+        return f"{self.base_url}{self.prefix}"
 
     @property
     def repo(self) -> str:
@@ -401,7 +326,8 @@ class GitHubServer:
             self._requests.clear()
 
     # -- the protocol -----------------------------------------------------------------------
-    def _handle(self, h: _Handler, raw: bytes) -> None:
+    def handle(self, h: StandInHandler) -> None:
+        raw = h.body()
         url = urlsplit(h.path)
         path = url.path
         if self.prefix and path.startswith(self.prefix + "/"):
@@ -422,7 +348,7 @@ class GitHubServer:
                 fault.hits += 1
                 rec.fault = fault.action.kind
         if self.latency:
-            time.sleep(self.latency)
+            self.pause(self.latency)
         base = f"http://{h.headers.get('Host', '127.0.0.1')}{self.prefix}"
         if fault is not None and fault.action.kind == "drop":
             h.drop()
@@ -449,7 +375,7 @@ class GitHubServer:
         headers.setdefault("X-GitHub-Api-Version-Selected", "2022-11-28")
         headers.setdefault("X-GitHub-Request-Id", f"FAKE:{id(rec):X}")
         rec.status = code
-        h.send(code, payload, headers)
+        h.reply(code, payload, headers, None if code == 204 else headers.pop("Content-Type", "application/json; charset=utf-8"))
 
     def _fault_reply(self, action: Action, auth: str | None) -> tuple[int, bytes, dict[str, str]]:
         headers = {k: v for k, v in action.headers if k != "reset_in"}
@@ -469,7 +395,7 @@ class GitHubServer:
         return self.repos[name or self.repo]
 
     def _route(self, method: str, path: str, query: dict[str, str], body: Any, token: str, scheme: str,
-               auth: str | None, base: str, h: _Handler) -> tuple[int, Any, dict[str, str]]:
+               auth: str | None, base: str, h: StandInHandler) -> tuple[int, Any, dict[str, str]]:
         if auth is None:
             raise _error(401, "Requires authentication")
         if scheme not in ("bearer", "token") or token not in self.tokens:

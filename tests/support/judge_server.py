@@ -43,13 +43,12 @@ import json
 import math
 import re
 import struct
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.standin import StandIn, StandInHandler
 
 __all__ = [
     "Action", "JudgeServer", "Received", "always", "cut", "embed", "every", "first", "malformed", "slow", "status",
@@ -429,23 +428,24 @@ def answer_prompt(prompt: str) -> tuple[str, Any] | None:
 # -- the HTTP server --------------------------------------------------------------------------
 
 
-class JudgeServer:
+def _reply(h: StandInHandler, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+    h.reply(code, json.dumps(obj).encode(), headers)
+
+
+class JudgeServer(StandIn):
+    quiet = (ConnectionError,)  # a client that went away (killed) is no fault; anything else prints its traceback
+
     def __init__(self, *, latency: float = 0.0, faults: Iterable[Fault] = (), model: str | None = None, offset: float = 0.0) -> None:
+        super().__init__()
         self.latency = latency
         self.offset = offset  # added to every GEval score (on the 0..1 scale): the same shift for every call of a run
         self.faults = list(faults)
         self.model = model
         self.requests: list[Received] = []
         self.unknown_prompts: list[str] = []
-        self.max_in_flight = 0
         self._prompt_tokens = 0
         self._completion_tokens = 0
-        self._in_flight = 0
         self._n = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # counts
     @property
@@ -469,65 +469,16 @@ class JudgeServer:
 
     @property
     def url(self) -> str:
-        assert self._httpd is not None
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"{self.base_url}/v1"
 
-    def __enter__(self) -> JudgeServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                server._handle(self)
-
-            def do_GET(self) -> None:  # noqa: N802
-                self._reply(404, {"error": {"message": "not found"}})
-
-            def _reply(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 256  # the default backlog of 5 resets bursts of new connections
-            daemon_threads = True
-            block_on_close = False
-
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that went away (killed) is no fault
-                    super().handle_error(request, client_address)
-
-        self._httpd = Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="judge-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        assert self._httpd is not None and self._thread is not None
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
-
-    def _sleep(self, seconds: float) -> None:
-        self._stop.wait(seconds)
-
-    def _handle(self, h: Any) -> None:
-        length = int(h.headers.get("Content-Length") or 0)
-        raw = h.rfile.read(length)
+    def handle(self, h: StandInHandler) -> None:
+        if h.command != "POST":
+            _reply(h, 404, {"error": {"message": "not found"}})
+            return
         try:
-            body = json.loads(raw)
+            body = json.loads(h.body())
         except ValueError:
-            h._reply(400, {"error": {"message": "body is not JSON"}})
+            _reply(h, 400, {"error": {"message": "body is not JSON"}})
             return
         path = h.path.split("?", 1)[0]
         kind = "chat" if path.endswith("/chat/completions") else "embeddings" if path.endswith("/embeddings") else "?"
@@ -535,14 +486,12 @@ class JudgeServer:
             self._n += 1
             rec = Received(self._n, path, body, {k.lower(): v for k, v in h.headers.items()})
             self.requests.append(rec)
-            self._in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self._in_flight)
-        try:
+        with self.busy():
             if self.latency:
-                self._sleep(self.latency)
+                self.pause(self.latency)
             action = next((a for f in self.faults if (a := f(rec.n, kind)) is not None), None)
             if action is not None and action.kind == "slow":
-                self._sleep(action.seconds)
+                self.pause(action.seconds)
                 action = None
             if action is not None and action.kind == "status":
                 rec.status = action.code
@@ -550,19 +499,19 @@ class JudgeServer:
                 if action.echo_auth:
                     message += f" (request had Authorization: {h.headers.get('Authorization')})"
                 headers = {"Retry-After": action.retry_after} if action.retry_after else {}
-                h._reply(action.code, {"error": {"message": message, "type": "server_error", "code": action.code}}, headers)
+                _reply(h, action.code, {"error": {"message": message, "type": "server_error", "code": action.code}}, headers)
                 return
             if kind == "embeddings":
                 rec.status = 200
-                h._reply(200, self._embeddings(body))
+                _reply(h, 200, self._embeddings(body))
                 return
             if kind != "chat":
                 rec.status = 404
-                h._reply(404, {"error": {"message": f"no route {path}"}})
+                _reply(h, 404, {"error": {"message": f"no route {path}"}})
                 return
             if action is not None and action.kind == "malformed":
                 rec.status = 200
-                h._reply(200, self._completion(body, action.content, rec.n))
+                _reply(h, 200, self._completion(body, action.content, rec.n))
                 return
             prompt = _first_user_message(body)
             answered = answer_prompt(prompt)
@@ -570,19 +519,16 @@ class JudgeServer:
                 with self._lock:
                     self.unknown_prompts.append(prompt)
                 rec.status = 400
-                h._reply(400, {"error": {"message": "judge_server does not recognise this prompt", "type": "invalid_request_error"}})
+                _reply(h, 400, {"error": {"message": "judge_server does not recognise this prompt", "type": "invalid_request_error"}})
                 return
             rec.prompt_kind, obj = answered
             if rec.prompt_kind == "deepeval/geval_score" and self.offset:  # a harsher (or more lenient) judge today
                 obj = {**obj, "score": round(min(10.0, max(0.0, float(obj["score"]) + 10 * self.offset)), 3)}
             rec.status = 200
             if action is not None and action.kind == "cut":
-                h._reply(200, self._completion(body, json.dumps(obj)[: int(action.seconds)], rec.n, finish_reason="length"))
+                _reply(h, 200, self._completion(body, json.dumps(obj)[: int(action.seconds)], rec.n, finish_reason="length"))
                 return
-            h._reply(200, self._completion(body, json.dumps(obj), rec.n))
-        finally:
-            with self._lock:
-                self._in_flight -= 1
+            _reply(h, 200, self._completion(body, json.dumps(obj), rec.n))
 
     def _completion(self, body: dict[str, Any], content: str, n: int, finish_reason: str = "stop") -> dict[str, Any]:
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))

@@ -106,3 +106,53 @@ def headline(markdown: str) -> str:
     """The text of the comment's first heading (the verdict line) as GitHub shows it."""
     m = re.search(r"<h2>(.*?)</h2>", render(markdown), re.S)
     return re.sub(r"<[^>]+>", "", m.group(1)) if m else ""
+
+
+# -- where markup is, not only which (the template's structure with hostile text against harmless text)
+
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+COMMIT = re.compile(r"[\w.-]@[0-9a-fA-F]{7,40}\b")  # user@SHA, owner/repo@SHA, as GitHub links them
+
+
+class Structure(HTMLParser):
+    """Every start and end tag, with its attributes, in order: the HTML without its text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.events: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.events.append(f"<{tag}{''.join(f' {k}={v!r}' for k, v in attrs)}>")
+
+    def handle_endtag(self, tag: str) -> None:
+        self.events.append(f"</{tag}>")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        self.events.append(f"</{tag}>")
+
+
+def structure(markdown: str) -> list[str]:
+    parser = Structure()
+    parser.feed(render(markdown))
+    parser.close()
+    return parser.events
+
+
+def position_problems(markdown: str, harmless: str) -> list[str]:
+    """Where the HTML of ``markdown`` differs from that of ``harmless`` (the same comment with harmless text): the
+    first difference, in context. [] when each holds the same elements at the same places."""
+    got, want = structure(markdown), structure(harmless)
+    if got == want:
+        return []
+    i = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+    return [f"at element {i}: {' '.join(got[max(0, i - 4): i + 4])!r} where the template has {' '.join(want[max(0, i - 4): i + 4])!r}"]
+
+
+def text_problems(markdown: str) -> list[str]:
+    """Commit references in the text GitHub shows outside code (where it links none), and bidi controls anywhere (in
+    a code span too, they reorder what follows)."""
+    html = render(markdown)
+    prose = re.sub(r"<[^>]+>", "", re.sub(r"<code>.*?</code>|<pre.*?</pre>", "", html, flags=re.S))
+    problems = [f"commit reference {prose[max(0, m.start() - 20): m.end()]!r}" for m in COMMIT.finditer(prose)]
+    return problems + [f"bidi control U+{ord(m.group()):04X}" for m in BIDI_CONTROLS.finditer(re.sub(r"<[^>]+>", "", html))]

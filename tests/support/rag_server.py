@@ -26,7 +26,7 @@ the TCP reset), ``malformed()`` (HTTP 200 with a body that is not JSON), ``slow(
 before every request's action.
 
 A question the service does not know gets 404; a body without the question field gets 400,
-so a test of field remapping fails if the body is not what the server expects.
+so a test of field remapping fails if the body is not what the server expects; a method other than POST gets 405.
 
 Every request is recorded (``srv.requests``: body, raw bytes, headers, question, attempt
 number) under a lock; ``srv.max_in_flight`` is the largest number of requests handled at once.
@@ -35,13 +35,11 @@ number) under a lock; ``srv.max_in_flight`` is the largest number of requests ha
 from __future__ import annotations
 
 import json
-import socket
-import struct
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.standin import StandIn, StandInHandler, free_port
 
 __all__ = [
     "Action", "Received", "RagServer", "drop", "fail_first", "free_port", "malformed", "ok", "reply",
@@ -110,13 +108,6 @@ def response(ids: Iterable[str], answer: str | None = "an answer", *, text: Call
     return out
 
 
-def free_port() -> int:
-    """A port on 127.0.0.1 with nothing listening on it (bound, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
 class Received:
     """One request as the server got it."""
@@ -139,61 +130,7 @@ def _get(obj: Any, dotted: str) -> Any:
     return obj
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 256  # listen backlog: many clients connecting at once must not see dropped SYNs
-    owner: RagServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:  # no tracebacks for dropped clients
-        pass
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as a real service would
-    server: _Server
-    timeout = 30  # an idle keep-alive connection is closed after this
-    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall between them
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._send(405, b'{"error": "use POST"}')
-
-    def do_POST(self) -> None:  # noqa: N802
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        self.server.owner._handle(self, raw)
-
-    def _send(self, code: int, payload: bytes, headers: Mapping[str, str] | None = None,
-              content_type: str = "application/json", length: int | None = None) -> None:
-        try:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload) if length is None else length))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(payload)
-            self.wfile.flush()
-        except OSError:  # the client gave up (e.g. its timeout): nothing to answer
-            self.close_connection = True
-
-    def _drop(self) -> None:
-        """Close the TCP connection without a byte of response (RST, not a graceful FIN)."""
-        self.close_connection = True
-        try:
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
-        try:
-            self.connection.close()
-        except OSError:
-            pass
-
-
-class RagServer:
+class RagServer(StandIn):
     """A RAG service on 127.0.0.1:<free port> in a background thread. Use as a context manager."""
 
     def __init__(
@@ -214,52 +151,13 @@ class RagServer:
         self.default = default
         self.question_field = question_field
         self.path = path
-        self._lock = threading.Lock()
         self._requests: list[Received] = []
         self._attempts: dict[str, int] = {}
-        self._in_flight = 0
-        self._max_in_flight = 0
-        self._stopping = threading.Event()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle --------------------------------------------------------------------------
-    def start(self) -> RagServer:
-        if self._server is not None:
-            return self
-        self._stopping.clear()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.owner = self
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="rag-test-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        self._stopping.set()  # wakes every sleeping slow/latency handler
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> RagServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "server not started"
-        return self._server.server_address[1]
+        super().__init__()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{self.path}"
+        return f"{self.base_url}{self.path}"
 
     # -- what was received ------------------------------------------------------------------
     @property
@@ -271,17 +169,12 @@ class RagServer:
         with self._lock:
             return self._attempts.get(question, 0)
 
-    @property
-    def max_in_flight(self) -> int:
-        with self._lock:
-            return self._max_in_flight
-
     def reset(self) -> None:
         """Forget what was received (and restart every script from attempt 1)."""
         with self._lock:
             self._requests.clear()
             self._attempts.clear()
-            self._max_in_flight = 0
+            self.max_in_flight = 0
 
     # -- the service ------------------------------------------------------------------------
     def _choose(self, req: Received) -> Action:
@@ -298,7 +191,11 @@ class RagServer:
                 return chosen
         return self.default or ok()
 
-    def _handle(self, h: _Handler, raw: bytes) -> None:
+    def handle(self, h: StandInHandler) -> None:
+        if h.command != "POST":
+            h.reply(405, b'{"error": "use POST"}')
+            return
+        raw = h.body()
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -312,50 +209,45 @@ class RagServer:
                 attempt = self._attempts[question] = self._attempts.get(question, 0) + 1
             req = Received(h.command, h.path, {k: v for k, v in h.headers.items()}, raw, body, question, attempt)
             self._requests.append(req)
-            self._in_flight += 1
-            self._max_in_flight = max(self._max_in_flight, self._in_flight)
-        try:
+        with self.busy():
             action = self._choose(req)
             req.action = action.kind
             if self.latency:
-                self._stopping.wait(self.latency)
+                self.pause(self.latency)
             self._act(h, req, action)
-        finally:
-            with self._lock:
-                self._in_flight -= 1
 
-    def _act(self, h: _Handler, req: Received, action: Action) -> None:
+    def _act(self, h: StandInHandler, req: Received, action: Action) -> None:
         if action.kind == "drop":
-            h._drop()
+            h.drop()
             return
         if action.kind == "truncated":
             payload = json.dumps(self.responses.get(req.question or "", {"retrieved": []})).encode("utf-8")
-            h._send(200, payload[: len(payload) // 2], {"X-Truncated": "yes"}, length=len(payload))
-            h._drop()
+            h.reply(200, payload[: len(payload) // 2], {"X-Truncated": "yes"}, length=len(payload))
+            h.drop()
             return
         if action.kind == "malformed":
-            h._send(200, str(action.body).encode("utf-8"))
+            h.reply(200, str(action.body).encode("utf-8"))
             return
         if action.kind == "status":
             headers = dict(action.headers)
             if action.retry_after is not None:
                 headers["Retry-After"] = action.retry_after
             payload = json.dumps(action.body if action.body is not None else {"error": f"status {action.code}"}).encode()
-            h._send(action.code, payload, headers)
+            h.reply(action.code, payload, headers)
             return
         if action.kind == "reply":
-            h._send(action.code, json.dumps(action.body).encode())
+            h.reply(action.code, json.dumps(action.body).encode())
             return
         if action.kind == "slow":
-            self._stopping.wait(action.seconds)
+            self.pause(action.seconds)
         # ok / slow: the normal answer
         if req.path.split("?")[0] != self.path:
-            h._send(404, json.dumps({"error": f"no route {req.path}"}).encode())
+            h.reply(404, json.dumps({"error": f"no route {req.path}"}).encode())
         elif req.body is None:
-            h._send(400, b'{"error": "the body is not JSON"}')
+            h.reply(400, b'{"error": "the body is not JSON"}')
         elif req.question is None:
-            h._send(400, json.dumps({"error": f"no {self.question_field!r} string in the body"}).encode())
+            h.reply(400, json.dumps({"error": f"no {self.question_field!r} string in the body"}).encode())
         elif req.question not in self.responses:
-            h._send(404, json.dumps({"error": "unknown question"}).encode())
+            h.reply(404, json.dumps({"error": "unknown question"}).encode())
         else:
-            h._send(200, json.dumps(self.responses[req.question], ensure_ascii=False).encode("utf-8"))
+            h.reply(200, json.dumps(self.responses[req.question], ensure_ascii=False).encode("utf-8"))

@@ -244,3 +244,14 @@ def test_fingerprint_changes_with_content(tmp_path, change):
     rows = [dict(r) for r in ROWS]
     change(rows)
     assert fingerprint(_cases(tmp_path, ROWS, "a.jsonl")) != fingerprint(_cases(tmp_path, rows, "b.jsonl"))
+
+
+@pytest.mark.parametrize("text", ['[{"id": "q1", "question": "Q?", "relevant_doc_ids": ["d"]}]\n',
+                                  '[\n  {"id": "q1", "question": "Q?", "relevant_doc_ids": ["d"]}\n]\n'], ids=["one line", "pretty"])
+def test_a_golden_set_written_as_a_json_array_is_said_to_be_one(tmp_path, text):
+    path = tmp_path / "golden.jsonl"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        load_golden_set(path)
+    assert caught.value.line == 1 and "got a list (a JSON array)" in caught.value.message and "one JSON object per line" in caught.value.message
+    assert caught.value.hint and "jq -c" in caught.value.hint and "column" not in caught.value.message

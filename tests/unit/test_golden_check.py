@@ -183,3 +183,31 @@ def test_text_labels_need_relevant_texts() -> None:
     findings, _ = check(cases, stages(retrieval={"metrics": ["mrr"], "match": {"level": "text"}}))
     (finding,) = [f for f in findings if f["code"] == "missing_relevant_texts"]
     assert finding["level"] == "error" and finding["cases"] == ["q0", "q1"]
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    ("How much does a single ride cost for a non-member?", "For a non-member, how much does a single ride cost?"),
+    ("办理会员卡需要多长时间？", "会员卡的办理需要多长时间？"),
+], ids=["english reordered", "chinese reordered"])
+def test_near_duplicates_with_their_words_reordered_are_found(first: str, second: str) -> None:
+    cases = cases_of(first, "When does the library open on Sundays?", second)
+    (finding,) = [f for f in duplicates(cases) if f["code"] == "near_duplicate"]
+    assert finding["cases"] == ["q0", "q2"] and finding["level"] == "warning"
+
+
+def test_a_question_with_another_object_is_no_near_duplicate() -> None:
+    cases = cases_of("How long can I borrow a printed book?", "How long can I borrow a DVD from the branch?")
+    assert [f for f in duplicates(cases) if f["code"] == "near_duplicate"] == []
+
+
+def test_an_unknown_relevant_id_says_what_it_probably_meant() -> None:
+    cases = [GoldenCase(id="q0", question="How long is a loan?", line=1, relevant={"lending": 1}),
+             GoldenCase(id="q1", question="What do fines cost?", line=2, relevant={"fines_2024_01": 1})]
+    corpus = ["lending#chunk_1", "lending#chunk_2", "fines_2024_010", "cafe#chunk_1"]
+    findings, _ = check(cases, stages(retrieval={"metrics": ["mrr"]}), corpus=corpus)
+    said = {f["cases"][0]: f["message"] for f in findings if f["code"] == "unknown_relevant_id"}
+    assert "the corpus holds its chunks ('lending#chunk_1'...); set stages.retrieval.match.level: document" in said["q0"]
+    assert "(did you mean 'fines_2024_010'?)" in said["q1"]
+    # at document level the chunks count: no finding for 'lending'
+    findings, _ = check(cases, stages(retrieval={"metrics": ["mrr"], "match": {"level": "document"}}), corpus=corpus)
+    assert [f["cases"] for f in findings if f["code"] == "unknown_relevant_id"] == [["q1"]]

@@ -136,7 +136,7 @@ def _forged(report: dict[str, Any], how: str) -> tuple[dict[str, Any], str]:
         del bad["stages"]["retrieval"]["gates"][0]["status"]
         return bad, "stages.retrieval.gates[0]"
     bad["stages"]["evil"] = bad["stages"]["retrieval"]
-    return bad, "stages"
+    return bad, "stages.evil"
 
 
 FORGERIES = ["wrong type", "missing field", "unknown stage"]
@@ -168,7 +168,7 @@ def test_run_refuses_a_broken_baseline_file_with_exit_2_and_the_key_path(tmp_pat
         del baseline["fingerprints"]
         key = "(top level)"
     else:
-        baseline["stages"]["evil"], key = baseline["stages"]["retrieval"], "stages"
+        baseline["stages"]["evil"], key = baseline["stages"]["retrieval"], "stages.evil"
     (ws / "eval" / "baseline.json").write_text(json.dumps(baseline), encoding="utf-8")
     proc = rag_gate(ws, "run", "--config", "rag-eval.yml", "--report", "report.json")
     assert proc.returncode == 2, proc.stderr
@@ -238,3 +238,12 @@ def test_the_schema_and_the_catalog_agree_on_what_a_metric_name_is():
     from gate.io.reports import report_schema
 
     assert report_schema()["$defs"]["metric_name"]["pattern"] == METRIC_NAME_PATTERN
+
+
+def test_a_refused_key_name_is_named_in_the_message_and_the_key_path(quickstart_report):
+    report = copy.deepcopy(quickstart_report)
+    report["stages"]["bogus_stage"] = report["stages"]["retrieval"]
+    with pytest.raises(InputError) as caught:
+        check_document(report, "report", file="report.json")
+    assert caught.value.key == "stages.bogus_stage"
+    assert "key 'bogus_stage' is not allowed here" in caught.value.message and "'retrieval'" in caught.value.message

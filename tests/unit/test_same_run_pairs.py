@@ -17,7 +17,9 @@ from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
 from gate.core.pairs import judge_change, paired_run, text_id
 from gate.core.records import compact_texts, entry_from_report, text_table
 from gate.core.stats import drop_test, paired_bootstrap
+from gate.core.textmatch import token_f1
 from gate.io.reports import appended_history, parse_history
+from gate.judges import JudgeInput, JudgeSettings
 from gate.judges.cache import JudgeCache
 from gate.stages.context import StageContext
 from gate.stages.generation import generation_stage
@@ -131,13 +133,44 @@ def answered(i: int, answer: str) -> TargetOutput:
     return TargetOutput(case_id=f"q{i}", retrieved=[RetrievedDoc(f"d{i}", text=f"Loan {i} lasts {i} days.")], answer=answer)
 
 
-CFG = settings.generation(["token_f1"], gates={"token_f1": {"max_drop": 0.03, "case_drop": 0.5}})
+class WordJudge:
+    """An LLM judge's place taken by words: answer_correctness as the token F1 of the answer and the ground truth.
+    Pairing is for a judge's scores (an offline metric is compared as it is stored), so the stage needs a judged
+    metric; this one is deterministic, so each pair's figures are known exactly."""
+
+    name, version = "ragas", "word-judge"
+
+    def metrics(self) -> set[str]:
+        return {"answer_correctness"}
+
+    def needs(self, metric: str) -> set[str]:
+        return {"ground_truth"}
+
+    def prompt_fingerprint(self, metric: str) -> str:
+        return "token f1"
+
+    async def score(self, metric: str, item: JudgeInput) -> float:
+        return token_f1(item.answer, item.ground_truth or "")
+
+    def kept_steps(self, criterion: str) -> list[str] | None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+JUDGE = JudgeSettings(base_url="http://127.0.0.1:9/v1", model="word-judge-2026-01-01")
+CFG = settings.generation(["answer_correctness"], gates={"answer_correctness": {"max_drop": 0.03, "case_drop": 0.5}})
+
+
+def context(cases: list[GoldenCase], outputs: dict[str, TargetOutput], cache: JudgeCache) -> StageContext:
+    return StageContext(cases, outputs, cache, judge=JUDGE, engines=lambda names, *_: ({"ragas": WordJudge()}, None))
 
 
 def baseline_doc(cases: list[GoldenCase], outputs: dict[str, TargetOutput], tmp_path: Path) -> dict:
     """A baseline written the way `rag-gate baseline update` writes it, from a real stage measurement."""
     with JudgeCache(tmp_path / "base.sqlite") as cache:
-        stage = generation_stage(CFG, StageContext(cases, outputs, cache))
+        stage = generation_stage(CFG, context(cases, outputs, cache))
     report = {"run": {"created_at": "2026-11-01T00:00:00+00:00", "commit": "b" * 40}, "verdict": "pass", "fingerprints": {},
               "stages": {"generation": {**stage, "status": "pass", "gates": []}}, "texts": stage["texts"]}
     return entry_from_report(report)  # type: ignore[arg-type]
@@ -155,10 +188,10 @@ def test_the_stage_pairs_on_shared_ids_and_lists_added_and_removed_cases(tmp_pat
     outputs["q1"] = answered(1, "No idea.")
     outputs["q2"] = answered(2, f"It lasts {2} days, loan {2}.")
     with JudgeCache(tmp_path / "pr.sqlite") as cache:
-        stage = generation_stage(CFG, StageContext(cases, outputs, cache), [ref])
+        stage = generation_stage(CFG, context(cases, outputs, cache), [ref])
     p = stage["pairing"]["baseline"]
     assert p["method"] == "same run" and p["added"] == ["q5"] and p["removed"] == ["q0"]
-    pairs = p["metrics"]["token_f1"]
+    pairs = p["metrics"]["answer_correctness"]
     assert (pairs["pairs"], pairs["changed"], pairs["errored"]) == (4, 2, 0)  # q1..q4 shared; q1 and q2 changed
     by_id = {c["id"]: c for c in pairs["cases"]}
     assert set(by_id) == {"q1", "q2"} and by_id["q1"]["reference"] == 1.0 and by_id["q1"]["current"] == 0.0
@@ -175,9 +208,9 @@ def test_a_reference_without_answers_falls_back_on_its_stored_scores_and_says_so
         del s["output"]  # as an older rag-gate wrote it
     doc.pop("texts")
     ref = paired_run("baseline", "the baseline", doc, "generation", {})
-    assert ref is not None and not ref.outputs and ref.scores["q0"]["token_f1"] == 1.0
+    assert ref is not None and not ref.outputs and ref.scores["q0"]["answer_correctness"] == 1.0
     with JudgeCache(tmp_path / "pr.sqlite") as cache:
-        stage = generation_stage(CFG, StageContext(cases, outputs, cache), [ref])
+        stage = generation_stage(CFG, context(cases, outputs, cache), [ref])
     p = stage["pairing"]["baseline"]
     assert p["method"] == "stored scores" and p["metrics"] == {} and "kept no answers" in p["note"]
 
