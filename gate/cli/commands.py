@@ -18,7 +18,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gate.app import Destinations, run_and_write
     from gate.run.options import RunOptions
 
-    options = RunOptions(commit=os.environ.get("GITHUB_SHA"), use_cache=not args.no_cache)
+    options = RunOptions(commit=os.environ.get("GITHUB_SHA"), use_cache=not args.no_cache, corpus=args.corpus)
     if args.shard is not None:
         from gate.app import run_shard_and_write
         from gate.run.shards import parse_shard
@@ -41,7 +41,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from gate.run.options import RunOptions
 
     report = merge_and_write(args.config, args.parts, Destinations(args.report, args.markdown, args.junit, args.html),
-                             RunOptions(commit=os.environ.get("GITHUB_SHA")), quiet=args.quiet)
+                             RunOptions(commit=os.environ.get("GITHUB_SHA"), corpus=args.corpus), quiet=args.quiet)
     return report["exit_code"]
 
 

@@ -39,16 +39,19 @@ def parse_mix(text: str, kinds: Collection[str] | None = None) -> dict[str, floa
 
 def cmd_golden_check(args: argparse.Namespace) -> int:
     from gate.config.loader import load_spec
+    from gate.core.corpuscheck import LEVELS, check_corpus
     from gate.core.goldencheck import check
     from gate.io.files import write_text
-    from gate.io.golden import load_corpus_ids, load_golden_set
+    from gate.io.golden import load_corpus, load_golden_set
     from gate.render.console import log_safe
 
     mix = parse_mix(args.mix) if args.mix else None
     spec = load_spec(args.config, unset_ok=True)  # nothing is asked: the target's and judge's variables may be unset
     cases = load_golden_set(spec.golden_set_path)
-    corpus = load_corpus_ids(Path(args.corpus)) if args.corpus else None
-    findings, counts = check(cases, spec.stages, corpus=corpus, mix=mix)
+    chunks = load_corpus(Path(args.corpus)) if args.corpus else None
+    findings, counts = check(cases, spec.stages, corpus=[i for i, _ in chunks] if chunks is not None else None, mix=mix)
+    if chunks is not None:  # the corpus's own findings: chunks cut at a bad place, empty or duplicate ones
+        findings = sorted([*findings, *check_corpus(chunks)], key=lambda f: LEVELS.index(f["level"]))  # type: ignore[list-item]
     if args.json:
         write_text(args.json, json.dumps({"findings": findings, "counts": counts}, indent=2, ensure_ascii=False) + "\n",
                    what="findings")

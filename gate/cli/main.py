@@ -14,6 +14,10 @@ def _command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
     """The function that runs the command ``args`` names."""
     from gate.cli import commands, golden
 
+    if args.command == "corpus":
+        from gate.cli.corpus import cmd_corpus_check
+
+        return cmd_corpus_check
     if args.command == "golden":
         return golden.cmd_golden_generate if args.action == "generate" else golden.cmd_golden_check
     table: dict[str, Callable[[argparse.Namespace], int]] = {

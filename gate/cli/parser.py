@@ -35,6 +35,8 @@ def _run_and_merge(sub: Commands, spec: argparse.ArgumentParser) -> None:
     run.add_argument("--no-cache", action="store_true", help="judge every case again, ignoring and not writing the judge cache")
     run.add_argument("--shard", metavar="I/N", help="run only shard I of N (a stable split by case id) and write its part to "
                      "--report; `rag-gate merge` gates the parts together")
+    run.add_argument("--corpus", metavar="FILE", help="the corpus (JSONL, one {id, text} a line): a relevant id no run "
+                     "retrieved is diagnosed corpus_missing when the corpus lacks it, not_retrieved when it holds it")
 
     merge = sub.add_parser("merge", parents=[spec], help="merge the parts of a sharded run into one report, and gate it")
     merge.add_argument("parts", nargs="+", metavar="PART", help="the parts (rag-gate run --shard I/N --report PART), or "
@@ -44,7 +46,7 @@ def _run_and_merge(sub: Commands, spec: argparse.ArgumentParser) -> None:
     merge.add_argument("--junit", metavar="PATH", help="write JUnit XML (one test case per gate) here")
     merge.add_argument("--html", metavar="PATH", help="write the HTML report here (see `rag-gate run --html`)")
     merge.add_argument("--quiet", "-q", action="store_true", help="print only the verdict line")
-
+    merge.add_argument("--corpus", metavar="FILE", help="the corpus (see `rag-gate run --corpus`)")
 
 
 def _validate_baseline_history(sub: Commands, spec: argparse.ArgumentParser) -> None:
@@ -66,7 +68,6 @@ def _validate_baseline_history(sub: Commands, spec: argparse.ArgumentParser) -> 
     rec.add_argument("--branch", help="branch the run was on (default: GITHUB_REF_NAME)")
 
 
-
 def _plan_and_show(sub: Commands, spec: argparse.ArgumentParser) -> None:
     plan = sub.add_parser("plan", parents=[spec], help="what a run will do and spend: cases, samples, judge calls, cache, cost")
     plan.add_argument("--no-target", action="store_true", help="do not ask the target for the sampled answers (then nothing "
@@ -77,7 +78,6 @@ def _plan_and_show(sub: Commands, spec: argparse.ArgumentParser) -> None:
     show.add_argument("--config", default=None, help="the spec the report was made from (default: the report's own run.config)")
     show.add_argument("case", metavar="CASE_ID", help="the golden case's id")
     show.add_argument("--report", required=True, metavar="PATH", help="report.json of the run")
-
 
 
 def _golden_and_cache(sub: Commands, spec: argparse.ArgumentParser) -> None:
@@ -98,6 +98,14 @@ def _golden_and_cache(sub: Commands, spec: argparse.ArgumentParser) -> None:
     gg.add_argument("--seed", type=int, default=0, help="which passages each candidate is made from (default 0)")
     gg.add_argument("--out", metavar="FILE", required=True, help="where to write the candidates (JSONL; review them, then "
                     "append them to the golden set)")
+
+    corpus = sub.add_parser("corpus", help="the corpus")
+    corpus_sub = corpus.add_subparsers(dest="action", required=True, metavar="ACTION")
+    cc = corpus_sub.add_parser("check", help="find chunks cut at a bad place (JSON, code, a table, a heading), empty, "
+                               "duplicate or oversized chunks")
+    cc.add_argument("--corpus", metavar="FILE", required=True, help="the corpus (JSONL, one {id, text} a line)")
+    cc.add_argument("--json", metavar="OUT", help="write the findings as JSON here ('-' for stdout)")
+    cc.add_argument("--max-tokens", type=int, metavar="N", help="a chunk of more tokens than N is oversized (default: no limit)")
 
     cache = sub.add_parser("cache", help="the judge cache")
     cache_sub = cache.add_subparsers(dest="action", required=True, metavar="ACTION")

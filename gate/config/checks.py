@@ -4,9 +4,10 @@ pinned, an embeddings model where a metric needs one. Each check returns every e
 from __future__ import annotations
 
 import importlib.util
+import re
 
 from gate.config.spec import Spec
-from gate.core.catalog import HEALTH_METRICS, OFFLINE_METRICS, engine_metrics, parse_metric, robustness_metric_names
+from gate.core.catalog import CHECK_METRICS, HEALTH_METRICS, OFFLINE_METRICS, engine_metrics, higher_is_better, parse_metric, robustness_metric_names
 from gate.core.errors import InputError
 
 
@@ -18,12 +19,19 @@ def _check_generation(spec: Spec) -> list[InputError]:
         names = {p.name for p in engine_metrics(stage)}
     except ValueError as exc:
         return [spec.error(str(exc), "stages", "generation", "metrics")]
-    return [
-        spec.error(f"gate on {metric!r}, which is not computed; computed here: {', '.join(sorted(names))}",
-                   "stages", "generation", "gates", metric)
+    errors = [
+        spec.error(f"gate on {metric!r}, which is not computed; computed here: {', '.join(sorted(names))} (and the answer "
+                   f"checks {', '.join(CHECK_METRICS)}, without listing them)", "stages", "generation", "gates", metric)
         for metric in stage.get("gates", {})
-        if metric not in names
+        if metric not in names and metric not in CHECK_METRICS
     ]
+    regex = (stage.get("checks") or {}).get("regex")
+    if isinstance(regex, str):
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            errors.append(spec.error(f"no regular expression: {exc}", "stages", "generation", "checks", "regex"))
+    return errors
 
 
 def _check_robustness(spec: Spec) -> list[InputError]:
@@ -142,7 +150,7 @@ def _check_pair_keys(spec: Spec) -> list[InputError]:
     errors = []
     for stage_name in ("retrieval", "generation", "robustness"):
         for metric, gate in (spec.data["stages"].get(stage_name) or {}).get("gates", {}).items():
-            if stage_name == "generation" and metric not in OFFLINE_METRICS:
+            if stage_name == "generation" and metric not in OFFLINE_METRICS and metric not in CHECK_METRICS:
                 continue
             for key in ("case_drop", "min_pairs"):
                 if key in gate:
@@ -182,7 +190,27 @@ def check_semantics(spec: Spec) -> list[InputError]:
     for name in ("generation", "robustness"):
         for metric, gate in ((spec.data["stages"].get(name) or {}).get("gates") or {}).items():
             for key in ("by", "min_group_size"):
-                if key in gate:
-                    errors.append(spec.error(f"{key}: per-group gates apply to retrieval metrics (a judge stage's groups "
-                                             "are too small a sample to gate)", "stages", name, "gates", metric, key))
+                if key in gate and metric not in CHECK_METRICS:
+                    errors.append(spec.error(f"{key}: per-group gates apply to retrieval metrics and the answer checks (a judge "
+                                             "stage's groups are too small a sample to gate)", "stages", name, "gates", metric, key))
+    return errors + _check_share_gates(spec)
+
+
+def _check_share_gates(spec: Spec) -> list[InputError]:
+    """share_below / share_above need a value per case: not on a health metric, context_recall@k (a micro average) or
+    a robustness metric (a ratio over the stage's cases); share_below for a higher-is-better metric, share_above for a
+    lower-is-better one."""
+    errors = []
+    for name in ("retrieval", "generation", "robustness"):
+        for metric, gate in ((spec.data["stages"].get(name) or {}).get("gates") or {}).items():
+            for key in ("share_below", "share_above"):
+                if key not in gate:
+                    continue
+                if name == "robustness" or metric in HEALTH_METRICS or metric.startswith("context_recall"):
+                    errors.append(spec.error(f"{key}: {metric} has no value per case (it is a figure of the whole run); a share "
+                                             "gate needs a per-case metric", "stages", name, "gates", metric, key))
+                elif (key == "share_below") != higher_is_better(metric):
+                    other = "share_above" if key == "share_below" else "share_below"
+                    errors.append(spec.error(f"{key} on {metric}, for which {'lower' if key == 'share_below' else 'higher'} is "
+                                             f"better: write {other}", "stages", name, "gates", metric, key))
     return errors

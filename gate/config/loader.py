@@ -15,6 +15,7 @@ Steps, in order:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -327,8 +328,17 @@ def load_spec(path: str | os.PathLike[str], env: dict[str, str] | None = None, *
     errors = _expanded_errors(spec, validator, kept or set())
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)
-    spec.stages = read_settings(spec.data)
+    spec.stages = _with_paths(read_settings(spec.data), spec)
     return spec
+
+
+def _with_paths(stages: StageSettings, spec: Spec) -> StageSettings:
+    """The settings with the files they name resolved against the spec's folder (the answers' JSON Schema)."""
+    gen = stages.generation
+    if gen is None or gen.checks is None or not gen.checks.json_schema:
+        return stages
+    checks = dataclasses.replace(gen.checks, json_schema=str(spec.resolve(gen.checks.json_schema)))
+    return dataclasses.replace(stages, generation=dataclasses.replace(gen, checks=checks))
 
 
 def filled(where: str, value: Mapping[str, Any]) -> dict[str, Any]:

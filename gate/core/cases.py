@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from gate.core.answers import CHECK_KEYS, AnswerChecks
 from gate.core.digest import digest_text
 from gate.core.model import CASE_TYPES, GoldenCase
 
 MAX_GRADE = 1000  # graded relevance is a small scale (trec's 1-3); a huge grade would overflow the nDCG arithmetic
 FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "relevant_texts", "type", "tags", "category", "metadata",
-          "question_type")
+          "question_type", "expected_keywords", "checks")
 _FIELDS = frozenset(FIELDS)
 
 
@@ -79,10 +81,44 @@ def parse_case(row: Any, line: int = 0) -> GoldenCase | str:
     qtype = row.get("question_type")
     if qtype is not None and (not isinstance(qtype, str) or not qtype.strip() or len(qtype) > 100):
         return "'question_type' must be a non-empty string of at most 100 characters (simple, multi_context, ambiguous, ...)"
+    keywords = row.get("expected_keywords") or []
+    if not isinstance(keywords, list) or not all(isinstance(k, str) and k.strip() for k in keywords):
+        return "'expected_keywords' must be a list of non-empty strings (what the answer must say)"
+    checks = read_checks(row["checks"], "checks") if row.get("checks") is not None else None
+    if isinstance(checks, str):
+        return checks
     return GoldenCase(
         id=case_id, question=question, line=line, ground_truth=gt, relevant=relevant, type=ctype,
         tags=tuple(tags), category=category, metadata=metadata, question_type=qtype, relevant_texts=tuple(texts),
+        expected_keywords=tuple(keywords), checks=checks,
     )
+
+
+def read_checks(value: Any, where: str) -> AnswerChecks | str:
+    """An answer's checks (a golden case's ``checks``), or the sentence saying what is wrong with them."""
+    if not isinstance(value, dict):
+        return f"'{where}' must be an object with any of {', '.join(CHECK_KEYS)}"
+    unknown = [k for k in value if k not in CHECK_KEYS]
+    if unknown:
+        return f"unknown key {unknown[0]!r} in '{where}' (keys: {', '.join(CHECK_KEYS)})"
+    for key in ("must_contain", "must_not_contain"):
+        phrases = value.get(key, [])
+        if not isinstance(phrases, list) or not all(isinstance(x, str) and x.strip() for x in phrases):
+            return f"'{where}.{key}' must be a list of non-empty strings"
+    for key in ("max_words", "max_chars"):
+        n = value.get(key)
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            return f"'{where}.{key}' must be a whole number from 1, got {n!r}"
+    for key in ("regex", "json_schema"):
+        text = value.get(key)
+        if text is not None and (not isinstance(text, str) or not text):
+            return f"'{where}.{key}' must be a non-empty string"
+    if value.get("regex") is not None:
+        try:
+            re.compile(value["regex"])
+        except re.error as exc:
+            return f"'{where}.regex' is no regular expression: {exc}"
+    return AnswerChecks.read(value)
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False)  # what json.dumps(..., ensure_ascii=False) uses, made once
@@ -92,7 +128,9 @@ def fingerprint(cases: Iterable[GoldenCase]) -> str:
     """Content hash of the golden set: what each case asks and what counts as relevant."""
     encode = _ENCODER.encode
     rows = "".join(encode([c.id, c.question, c.ground_truth, sorted(c.relevant.items()), c.type,
-                           *([list(c.relevant_texts)] if c.relevant_texts else [])]) + "\n"  # sets without texts: as before
+                           *([list(c.relevant_texts)] if c.relevant_texts else []),  # sets without them: as before
+                           *([["keywords", list(c.expected_keywords)]] if c.expected_keywords else []),
+                           *([["checks", repr(c.checks)]] if c.checks else [])]) + "\n"
                    for c in sorted(cases, key=lambda c: c.id))
     return digest_text(rows)
 

@@ -33,13 +33,19 @@ HEALTH_METRICS: dict[str, str] = {
     "p50_latency_ms": "median latency of the target calls that succeeded",
     "p95_latency_ms": "95th percentile latency of the target calls that succeeded",
     "p99_latency_ms": "99th percentile latency of the target calls that succeeded",
+    "mean_total_tokens": "mean tokens the RAG system reported for a call (its usage)",
+    "p95_total_tokens": "95th percentile of the tokens the RAG system reported for a call",
+    "cache_hit_rate": "share of the calls the RAG system answered from its own cache (its cached flag)",
 }
+HIGHER_IS_BETTER_HEALTH = frozenset({"cache_hit_rate"})
 RAGAS_METRICS = frozenset({"faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness",
                            "noise_sensitivity_relevant", "noise_sensitivity_irrelevant"})
 DEEPEVAL_METRICS = frozenset(
     {"faithfulness", "answer_relevancy", "context_precision", "context_recall", "context_relevancy", "hallucination"}
 )
 OFFLINE_METRICS = frozenset({"exact_match", "token_f1", "rouge_l"})
+# the generation stage's answer checks (gate.stages.answers): computed over every answerable case, never listed in metrics
+CHECK_METRICS = ("keyword_coverage", "check_pass_rate")
 NOISE_METRICS = ("noise_robustness", "clean_accuracy", "noisy_accuracy")
 REJECTION_METRICS = ("rejection_rate", "false_rejection_rate", "adversarial_pass_rate")
 
@@ -48,7 +54,8 @@ PER_CASE_STAGES = ("generation", "robustness")
 FAITHFULNESS_LIKE = ("faithfulness", "deepeval/faithfulness", "ragas/faithfulness", "hallucination", "deepeval/hallucination")
 
 # deepeval 4's hallucination is higher-is-better; ragas's noise sensitivity (share of misled claims) is not
-LOWER_IS_BETTER = frozenset({"false_rejection_rate", "noise_sensitivity_relevant", "noise_sensitivity_irrelevant", *HEALTH_METRICS})
+LOWER_IS_BETTER = frozenset({"false_rejection_rate", "noise_sensitivity_relevant", "noise_sensitivity_irrelevant",
+                             *(set(HEALTH_METRICS) - HIGHER_IS_BETTER_HEALTH)})
 
 # Every metric name a report may carry: an optional engine prefix, a lower-case name, an optional cut-off.
 METRIC_NAME_PATTERN = r"^((ragas|deepeval)/)?[a-z][a-z0-9_]*(@[1-9][0-9]*)?$"
@@ -73,7 +80,7 @@ def retrieval_metric_names() -> list[str]:
 def parse_metric(name: str) -> MetricName:
     """Parse a retrieval or health metric name; ValueError with a sentence if unknown."""
     if name in HEALTH_METRICS:
-        return MetricName(name, name, None, higher_is_better=False)
+        return MetricName(name, name, None, higher_is_better=name in HIGHER_IS_BETTER_HEALTH)
     m = _RETRIEVAL_NAME.fullmatch(name)  # fullmatch: "$" alone would accept a trailing newline ("mrr\n")
     if not m or m.group(1) not in RETRIEVAL_BASES:
         known = ", ".join(retrieval_metric_names())
@@ -88,7 +95,7 @@ def judge_noise(stage: str, metric: str) -> bool:
     """Whether a stage's metric carries a judge's noise, so that its relative gates decide on paired statistics;
     otherwise it is an exact figure of the answers (retrieval and health metrics, the offline text metrics
     exact_match, token_f1 and rouge_l), gated as an exact number like a retrieval metric."""
-    return stage in PER_CASE_STAGES and metric not in OFFLINE_METRICS
+    return stage in PER_CASE_STAGES and metric not in OFFLINE_METRICS and metric not in CHECK_METRICS
 
 
 def higher_is_better(name: str) -> bool:
@@ -117,6 +124,9 @@ def engine_metrics(cfg: Mapping[str, Any]) -> list[EngineMetric]:
     raw: list[tuple[str, str, str]] = []  # (as written, engine, metric)
     for written in cfg["metrics"]:
         engine, _, metric = written.rpartition("/")
+        if metric in CHECK_METRICS:
+            raise ValueError(f"{written!r} is an answer check, computed whenever a case has expected_keywords (keyword_coverage) or "
+                             "a check applies (check_pass_rate): gate it under stages.generation.gates without listing it in metrics")
         if metric in OFFLINE_METRICS:
             if engine:
                 raise ValueError(f"{written!r}: {metric} needs no LLM engine; write it without a prefix")

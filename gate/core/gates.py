@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gate.core.pairs import MIN_PAIRS, case_drops
@@ -238,9 +238,48 @@ def decide(on: Gated, gate: Mapping[str, Any], value: float | None, baseline: fl
     if "case_drop" in gate:
         source = base if base.pairs is not None else trend if trend is not None and trend.pairs is not None else None
         checks.append(_case_drop_check(float(gate["case_drop"]), source, on.higher_is_better))
+    return GateDecision(on.stage, on.metric, _status(checks), value, base.value, delta, on.higher_is_better, checks, configured_rule(gate))
+
+
+def _status(checks: Iterable[Check]) -> Status:
     statuses = {c.status for c in checks}
-    status: Status = "error" if "error" in statuses else "fail" if "fail" in statuses else "pass" if "pass" in statuses else "skipped"
-    return GateDecision(on.stage, on.metric, status, value, base.value, delta, on.higher_is_better, checks, configured_rule(gate))
+    return "error" if "error" in statuses else "fail" if "fail" in statuses else "pass" if "pass" in statuses else "skipped"
+
+
+SHARE_KEYS = ("share_below", "share_above")
+SHOWN_CASES = 10  # case ids a share check names
+
+
+def share_check(gate: Mapping[str, Any], values: Mapping[str, float], judged: bool) -> Check | None:
+    """A share gate (``share_below: {value, max}``, ``share_above``): the share of scored cases (``values``: case id ->
+    its value) on the wrong side of ``value`` must be at most ``max``; the cases on the wrong side are named. ``judged``:
+    the values are a judge's over a sample, so a ``max`` smaller than one case's share is refused (it would mean "no case
+    at all", which max 0 says). None when the gate has no share key."""
+    key = next((k for k in SHARE_KEYS if k in gate), None)
+    if key is None:
+        return None
+    spec = gate[key]
+    value, limit, n = float(spec["value"]), float(spec["max"]), len(values)
+    if n == 0:
+        return Check(key, limit, "skipped", "no scored case to count")
+    if judged and 0 < limit < 1 / n:
+        need = math.ceil(1 / limit)
+        return Check(key, limit, "error", f"max {limit:.2%} over {n} judged cases means no case at all (one case is {1 / n:.1%} of "
+                                          f"them): judge at least {need} cases (sample.size), or write max: 0 for none")
+    side = "below" if key == "share_below" else "above"
+    wrong = [cid for cid, v in values.items() if (v < value - EPS if side == "below" else v > value + EPS)]  # in case order
+    share = len(wrong) / n
+    ok = share <= limit + EPS
+    named = f": {', '.join(wrong[:SHOWN_CASES])}{' ...' if len(wrong) > SHOWN_CASES else ''}" if wrong else ""
+    detail = (f"{len(wrong)} of {n} {'judged ' if judged else ''}cases ({share:.1%}) {side} {fmt(value)} "
+              f"({'within' if ok else 'more than'} max {limit:.1%}){named}")
+    return Check(key, limit, "pass" if ok else "fail", detail)
+
+
+def with_check(decision: GateDecision, check: Check) -> GateDecision:
+    """The decision with one more check, its status recomputed."""
+    checks = [*decision.checks, check]
+    return replace(decision, checks=checks, status=_status(checks))
 
 
 def _absolute_checks(gate: Mapping[str, Any], value: float) -> list[Check]:
@@ -258,6 +297,7 @@ def _absolute_checks(gate: Mapping[str, Any], value: float) -> list[Check]:
 def configured_rule(gate: Mapping[str, Any]) -> str:
     """The gate's rule in words, from the spec: "min 0.8, max_drop 0.02, trend 0.03"."""
     parts = [f"{kind} {gate[kind]}" for kind in ("min", "max", "max_drop") if kind in gate]
+    parts += [f"{kind} {gate[kind]['value']} max {gate[kind]['max']:.1%}" for kind in SHARE_KEYS if kind in gate]
     if "by" in gate:
         parts.append(f"by {gate['by']}")
     if "trend" in gate:
@@ -270,8 +310,9 @@ def configured_rule(gate: Mapping[str, Any]) -> str:
 def skipped(stage: str, metric: str, gate: Mapping[str, Any], reason: str, higher_is_better: bool = True) -> GateDecision:
     """A gate that cannot be decided in this run (its metric was not evaluated: no judge, no key): skipped with the
     reason, never passed or failed."""
-    checks = [Check(kind, gate[kind] if kind != "trend" else gate[kind]["max_drop"], "skipped", reason)
-              for kind in ("min", "max", "max_drop", "trend", "case_drop") if kind in gate]
+    limits = {"trend": lambda g: g["max_drop"], "share_below": lambda g: g["max"], "share_above": lambda g: g["max"]}
+    checks = [Check(kind, limits[kind](gate[kind]) if kind in limits else gate[kind], "skipped", reason)
+              for kind in ("min", "max", "max_drop", "trend", "case_drop", *SHARE_KEYS) if kind in gate]
     return GateDecision(stage, metric, "skipped", None, None, None, higher_is_better, checks)
 
 

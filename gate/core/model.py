@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gate.core.answers import AnswerChecks
+
 CASE_TYPES = ("answerable", "out_of_scope", "adversarial")
 
 
@@ -24,6 +26,8 @@ class GoldenCase:
     metadata: dict[str, Any] = field(default_factory=dict)
     question_type: str | None = None  # simple, multi_context, ambiguous, ... (any label); None: derived (gate.core.goldencheck)
     relevant_texts: tuple[str, ...] = ()  # passages or key sentences that answer it (match.level: text)
+    expected_keywords: tuple[str, ...] = ()  # what its answer must say (keyword_coverage)
+    checks: AnswerChecks | None = None  # its answer's own checks, besides the spec's (check_pass_rate)
 
     @property
     def answerable(self) -> bool:
@@ -66,7 +70,8 @@ class TargetOutput:
     contexts: list[str] = field(default_factory=list)
     latency_ms: float | None = None
     error: str | None = None
-    usage: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None  # the RAG system's own token counts for the call
+    cached: bool | None = None  # whether the RAG system answered from its own cache
 
     @classmethod
     def failed(cls, case_id: str, error: str, latency_ms: float | None = None) -> TargetOutput:

@@ -22,6 +22,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter
+from typing import Any
 
 from gate.core.catalog import MetricName
 
@@ -159,6 +160,46 @@ def health_metrics(latencies_ms: Sequence[float], calls: int, errors: int) -> di
         for q in (50, 95, 99):
             out[f"p{q}_latency_ms"] = percentile(latencies_ms, q)  # type: ignore[assignment]
     return out
+
+
+def total_tokens(usage: Mapping[str, Any] | None) -> float | None:
+    """The tokens of one call as the RAG system reported them: total_tokens, else prompt + completion, else input +
+    output (OpenAI's and Anthropic's names); None when it reported none."""
+    if not usage:
+        return None
+    if _count(usage.get("total_tokens")) is not None:
+        return _count(usage["total_tokens"])
+    for a, b in (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_tokens")):
+        x, y = _count(usage.get(a)), _count(usage.get(b))
+        if x is not None or y is not None:
+            return (x or 0.0) + (y or 0.0)
+    return None
+
+
+def _count(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
+NO_USAGE = ("not evaluated: the target reported no usage (usage.total_tokens, prompt_tokens + completion_tokens, or "
+            "input_tokens + output_tokens)")
+NO_CACHED = "not evaluated: the target reported no cached flag (cached: true or false)"
+
+
+def usage_metrics(tokens: Sequence[float], cached: Sequence[bool]) -> tuple[dict[str, float], dict[str, str]]:
+    """The RAG system's own health: the tokens it reported per call and the share it answered from its cache; (metrics,
+    why each is not evaluated). Over the successful calls that reported them."""
+    metrics: dict[str, float] = {}
+    missing: dict[str, str] = {}
+    if tokens:
+        metrics["mean_total_tokens"] = statistics.fmean(tokens)
+        metrics["p95_total_tokens"] = percentile(tokens, 95)  # type: ignore[assignment]
+    else:
+        missing.update(mean_total_tokens=NO_USAGE, p95_total_tokens=NO_USAGE)
+    if cached:
+        metrics["cache_hit_rate"] = sum(cached) / len(cached)
+    else:
+        missing["cache_hit_rate"] = NO_CACHED
+    return metrics, missing
 
 
 def map_relevant(relevant: dict[str, int], to_id: Callable[[str], str]) -> dict[str, int]:

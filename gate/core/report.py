@@ -102,6 +102,7 @@ class WorseCase(TypedDict, total=False):
     lost: list[LostRank]  # retrieval: relevant ids that lost rank
     cause: str  # judge stages: retrieval miss | unfaithful generation | both | answer quality
     retrieval: list[LostRank]  # judge stages: the retrieval stage's lost ranks of the same case
+    diagnosis: str  # where it broke: the case's code in report.diagnosis
 
 
 # ---------------------------------------------------------------------------------------------- stage parts
@@ -229,6 +230,29 @@ class RejectionInfo(TypedDict):
 # ---------------------------------------------------------------------------------------------- stages
 
 
+class FailedCheck(TypedDict):
+    """An answer check an answer failed, and the evidence."""
+
+    check: str  # must_contain | must_not_contain | regex | max_words | max_chars | json_schema | answer
+    evidence: str
+
+
+class AnswerCheckCase(TypedDict):
+    """What the answer checks found in one case's answer (cases with nothing to say are left out)."""
+
+    id: str
+    missing: NotRequired[list[str]]  # expected keywords the answer lacks
+    failed: NotRequired[list[FailedCheck]]
+
+
+class AnswersInfo(TypedDict):
+    """The generation stage's answer checks: what they found over every answerable case."""
+
+    cases: list[AnswerCheckCase]
+    keywords: int  # answered cases with expected_keywords
+    checked: int  # answers at least one check applied to
+
+
 class _StageData(TypedDict, total=False):
     """What every stage carries, measured or gated."""
 
@@ -250,6 +274,7 @@ class _StageData(TypedDict, total=False):
     budget_exceeded: bool
     self_check: SelfCheck
     pairing: dict[str, Pairing]  # "baseline" | "trend:N" -> the pairs with that reference run
+    checks: AnswersInfo  # generation: the answer checks (no model)
     # robustness
     noise: NoiseInfo
     rejection: RejectionInfo
@@ -349,6 +374,33 @@ class HistorySummary(TypedDict):
     runs: list[HistoryRun]
 
 
+class CaseDiagnosis(TypedDict):
+    """Where one case broke (gate.core.diagnosis)."""
+
+    id: str
+    code: str  # corpus_missing | not_retrieved | ranked_lower | unfaithful | incomplete | misled_by_noise | over_refusal | ...
+    layer: str  # corpus | retrieval | generation | robustness | refusal | format
+    evidence: str
+    moved: bool  # got worse than the baseline, or fails where the baseline did not (or has no baseline)
+
+
+class LayerSummary(TypedDict):
+    """One layer that moved: its cases, its codes, the next step, and the comment's sentence."""
+
+    layer: str
+    cases: list[str]
+    codes: dict[str, int]
+    next_step: str
+    line: str
+
+
+class DiagnosisInfo(TypedDict):
+    """Where it broke: every diagnosed case, and the layers that moved, the cheapest to look at first."""
+
+    cases: list[CaseDiagnosis]
+    layers: list[LayerSummary]
+
+
 class Report(TypedDict):
     schema_version: int
     verdict: Verdict
@@ -362,6 +414,7 @@ class Report(TypedDict):
     target: TargetInfo
     baseline: BaselineInfo
     stages: dict[str, StageResult]
+    diagnosis: NotRequired[DiagnosisInfo]  # where it broke: absent when no case got worse or failed
     cases: list[CaseOutput]
     history: HistorySummary
     texts: NotRequired[dict[str, str]]  # text id -> text, for the judged cases' outputs (CaseResult.output)

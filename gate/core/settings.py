@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gate.core.answers import AnswerChecks
 from gate.core.catalog import EngineMetric, MetricName, engine_metrics, parse_metric
 from gate.core.model import GoldenCase
 from gate.core.sampling import select_sample
@@ -99,6 +100,7 @@ class GenerationSettings:
     criteria: Mapping[str, str]  # GEval criteria by name
     sample: SampleSettings
     self_check: SelfCheckSettings | None
+    checks: AnswerChecks | None  # for every answer (json_schema: resolved against the spec's folder by the loader)
     gates: GateTable
 
     @classmethod
@@ -106,7 +108,8 @@ class GenerationSettings:
         """ValueError with a sentence when a metric is unknown (gate.core.catalog.engine_metrics)."""
         check = d.get("self_check")
         return cls(tuple(engine_metrics(d)), dict(d.get("criteria", {})), SampleSettings.read(d["sample"]),
-                   SelfCheckSettings.read(check) if check else None, d["gates"])
+                   SelfCheckSettings.read(check) if check else None, AnswerChecks.read(d["checks"]) if d.get("checks") else None,
+                   d["gates"])
 
     @property
     def case_drop(self) -> dict[str, float]:
@@ -197,3 +200,9 @@ class StageSettings:
     def judged(self) -> bool:
         """Whether a stage that may call a judge is configured."""
         return self.generation is not None or self.robustness is not None
+
+    @property
+    def reads_texts(self) -> bool:
+        """Whether a stage reads the passages' texts: a generation stage with metrics (its judge reads the contexts), the
+        robustness stage (distractors from the corpus), or matching by text. The answer checks read the answer alone."""
+        return bool(self.generation is not None and self.generation.metrics) or self.robustness is not None or self.match.by_text

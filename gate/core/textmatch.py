@@ -43,6 +43,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from functools import lru_cache
 
 NORMALISATION_VERSION = "1"
@@ -82,27 +83,61 @@ def _is_word_char(ch: str) -> bool:
 
 
 def _space_cjk(text: str) -> str:
-    return _CJK.sub(r" \1 ", text)
+    return text if text.isascii() else _CJK.sub(r" \1 ", text)  # ASCII holds no CJK character: nothing to space
+
+
+class _CharTable(dict[int, "int | None"]):
+    """A ``str.translate`` table filled as characters are met: each code point's image by ``rule`` (its own code point,
+    another, or None to drop it), worked out once. The same text as the per-character loop, in C. At most ``LIMIT``
+    code points are kept (a text of every code point is still translated right, only not remembered)."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self, rule: Callable[[str], int | None]) -> None:
+        super().__init__()
+        self.rule = rule
+
+    def __missing__(self, cp: int) -> int | None:
+        image = self.rule(chr(cp))
+        if len(self) < self.LIMIT:
+            self[cp] = image
+        return image
+
+
+_NO_PUNCTUATION = _CharTable(lambda ch: None if _is_punctuation(ch) else ord(ch))
+_WORDS_ONLY = _CharTable(lambda ch: ord(ch) if _is_word_char(ch) else 32)  # 32: a space
+
+
+# ASCII text takes a byte-level path with the same result: NFKC leaves ASCII as it is, the ASCII punctuation is
+# string.punctuation (every ASCII P* character is in it), the ASCII letters and digits are its L* and N* characters
+_ASCII_PUNCTUATION_BYTES = string.punctuation.encode("ascii")
+_ARTICLE_WORDS = frozenset({"a", "an", "the"})
+_ASCII_ODD_CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x7f]")  # ASCII that is neither a word character nor whitespace
+_ASCII_WORD_BYTES = bytes(c if c < 128 and chr(c).isalnum() else 32 for c in range(256))
 
 
 def normalize_answer(text: str) -> str:
     """SQuAD's ``normalize_answer`` extended to Unicode (see the module docstring)."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    text = "".join(ch for ch in text if not _is_punctuation(ch))
-    text = _space_cjk(text)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+    return " ".join(squad_tokens(text))
 
 
 def squad_tokens(text: str) -> list[str]:
     """Tokens for exact_match and token_f1: the normalised text split on whitespace."""
-    return normalize_answer(text).split()
+    if text.isascii():
+        text = text.lower().encode("ascii").translate(None, _ASCII_PUNCTUATION_BYTES).decode("ascii")
+        if not _ASCII_ODD_CONTROL.search(text):
+            # what is left is letters, digits and whitespace: an article is a whole token, and dropping those tokens is
+            # what the articles' regular expression does
+            return [t for t in text.split() if t not in _ARTICLE_WORDS]
+        return _ARTICLES.sub(" ", text).split()
+    return _ARTICLES.sub(" ", _space_cjk(unicodedata.normalize("NFKC", text).lower().translate(_NO_PUNCTUATION))).split()
 
 
 def rouge_tokens(text: str) -> list[str]:
     """Tokens for rouge_l: lowercased runs of letters/digits; each CJK character is a token."""
-    text = _space_cjk(unicodedata.normalize("NFKC", text).lower())
-    return "".join(ch if _is_word_char(ch) else " " for ch in text).split()
+    if text.isascii():
+        return text.lower().encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split()
+    return _space_cjk(unicodedata.normalize("NFKC", text).lower()).translate(_WORDS_ONLY).split()
 
 
 def exact_match(answer: str, reference: str) -> float:

@@ -25,7 +25,7 @@ from gate.core.compare import (
     trend_comparison,
     worse_cases,
 )
-from gate.core.gates import DEFAULT_CONFIDENCE, Check, Comparison, Gated, GateDecision, decide, skipped, stage_status
+from gate.core.gates import DEFAULT_CONFIDENCE, Check, Comparison, Gated, GateDecision, decide, share_check, skipped, stage_status, with_check
 from gate.core.report import (
     CaseResult,
     GroupGate,
@@ -78,6 +78,9 @@ def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapp
         base = (same_run_comparison(pairing.get("baseline"), metric, value, confidence)
                 or _noted(baseline_comparison(name, samples, refs.baseline, metric), pairing.get("baseline")))
         decision = decide(Gated(name, metric, hib), gate, value, base, trend, refs.mismatch_policy)
+        share = share_check(gate, case_scores(samples, metric), judge_noise(name, metric)) if decision.status != "error" else None
+        if share is not None:
+            decision = with_check(decision, share)
         if "by" in gate and decision.status != "error":
             decision = by_group(decision, gate, samples, refs)
         decisions.append(decision)

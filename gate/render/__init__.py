@@ -22,15 +22,20 @@ def fmt_value(metric: str, value: float | None) -> str:
         return "—"
     if is_ms(metric):
         return f"{value:.1f} ms"
+    if metric.endswith("_tokens"):
+        return f"{value:,.1f} tokens"
     return f"{value:.4f}"
 
 
 def fmt_delta(metric: str, delta: float | None) -> str:
     if delta is None:
         return "—"
-    if abs(delta) < (0.05 if is_ms(metric) else 5e-5):
+    tokens = metric.endswith("_tokens")
+    if abs(delta) < (0.05 if is_ms(metric) or tokens else 5e-5):
         return "±0"
     sign = "+" if delta > 0 else "−"
+    if tokens:
+        return f"{sign}{abs(delta):,.1f} tokens"
     return f"{sign}{abs(delta):.1f} ms" if is_ms(metric) else f"{sign}{abs(delta):.4f}"
 
 

@@ -54,6 +54,18 @@ def _robustness_failures(stage: StageResult, written: str | None, limit: int = 1
     return out
 
 
+def _check_failures(stage: StageResult, limit: int = 5) -> list[str]:
+    """The answers that failed an answer check, the first few with the evidence."""
+    failed = [r for r in stage.get("checks", {}).get("cases", []) if r.get("failed")]
+    if not failed:
+        return []
+    out = [f"  {len(failed)} answer(s) failed an answer check: " + ", ".join(r["id"] for r in failed[:20]) + (" ..." if len(failed) > 20 else "")]
+    for r in failed[:limit]:
+        first = r["failed"][0]
+        out.append(f"    {r['id']}: {first['check']}: {first['evidence']}")
+    return out
+
+
 def render_console(report: Report, written: str | None = None) -> str:
     out: list[str] = []
     for name, stage in ordered_stages(report):
@@ -79,6 +91,7 @@ def render_console(report: Report, written: str | None = None) -> str:
         if worse:
             out.append(f"  {len(worse)} case(s) got worse than the baseline: {', '.join(w['id'] for w in worse[:10])}"
                        + (" ..." if len(worse) > 10 else ""))
+        out += _check_failures(stage)
         if name == "robustness" and any(g["status"] == "fail" for g in stage.get("gates", [])):
             out += _robustness_failures(stage, written)
         errored = [s for s in stage.get("samples", []) if s.get("error")]
@@ -100,6 +113,7 @@ def render_console(report: Report, written: str | None = None) -> str:
         out.append(f"note: merged from {report['run']['shards']} shards")
     for err in report.get("errors", []):
         out.append(f"error: {err}")
+    out += [f"where it broke: {entry['line']}" for entry in report.get("diagnosis", {}).get("layers", [])]
     c = gate_counts(report)
     out.append(f"rag-gate {VERDICT_TITLE[report['verdict']]}: {c['pass']} passed, {c['fail']} failed, "
                f"{c['error']} errored, {c['skipped']} skipped (exit {report['exit_code']})")

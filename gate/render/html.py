@@ -179,6 +179,8 @@ class _Index:
         self.misses = {name: {r["id"] for r in rejection_misses(stage)} for name, stage in self.stages}
         self.worse = {name: {w["id"]: w for w in stage.get("worse_cases", [])} for name, stage in self.stages}
         self.answers = reference_answers(baseline)  # case id -> the reference run's answer
+        self.diagnosis = {c["id"]: c for c in report.get("diagnosis", {}).get("cases", [])}
+        self.checks = {r["id"]: r for _, stage in self.stages for r in stage.get("checks", {}).get("cases", [])}
 
 
 def _case(report: Report, out: Any, golden: GoldenCase | None, inputs: ViewInputs, index: _Index) -> dict[str, Any]:
@@ -226,19 +228,36 @@ def _case(report: Report, out: Any, golden: GoldenCase | None, inputs: ViewInput
                 errored.append(f"rejection: {rejection['error']}")
             elif case["rejection"]["miss"]:
                 failed.append(f"rejection: {case['rejection']['miss']}")
-        w = index.worse[name].get(case_id)
-        if w is not None:
-            worse += [f"{name} {m}: {fmt_value(m, a)} → {fmt_value(m, b)}" for m, (a, b) in w["drops"].items()]
-            worse += [f"{name}: {x['id']} from rank {x['from']} to {x['to'] if x['to'] is not None else 'not retrieved'}"
-                      for x in w.get("lost", [])]
-            if w.get("cause"):
-                worse.append(f"{name}: likely cause: {w['cause']}")
+        worse += _worse_lines(name, index.worse[name].get(case_id))
+    _findings(case, index, failed)
     case.update(stages=stages, metrics=metrics, baseline_metrics=base_metrics, not_scored=not_scored,
                 flags={"worse": worse, "failed": failed, "errored": errored})
     case["baseline_answer"] = index.answers.get(case_id)
     if case["baseline_answer"] is not None and out["answer"] is not None and case["baseline_answer"] != out["answer"]:
         case["diff"] = word_diff(case["baseline_answer"], out["answer"])
     return case
+
+
+def _worse_lines(name: str, w: Any) -> list[str]:
+    """Why a case is worse in a stage: the figures that fell, the relevant ids that lost rank, the likely cause."""
+    if w is None:
+        return []
+    lines = [f"{name} {m}: {fmt_value(m, a)} → {fmt_value(m, b)}" for m, (a, b) in w["drops"].items()]
+    lines += [f"{name}: {x['id']} from rank {x['from']} to {x['to'] if x['to'] is not None else 'not retrieved'}"
+              for x in w.get("lost", [])]
+    return lines + ([f"{name}: likely cause: {w['cause']}"] if w.get("cause") else [])
+
+
+def _findings(case: dict[str, Any], index: _Index, failed: list[str]) -> None:
+    """Where the case broke (report.diagnosis) and what its answer checks found."""
+    found = index.diagnosis.get(case["id"])
+    if found is not None:
+        case["diagnosis"] = {"code": found["code"], "layer": found["layer"], "evidence": found["evidence"], "moved": found.get("moved", True)}
+    checked = index.checks.get(case["id"])
+    if checked is not None:
+        failed += [f"answer check {f['check']}: {f['evidence']}" for f in checked.get("failed", [])]
+        if checked.get("missing"):
+            case["missing_keywords"] = list(checked["missing"])
 
 
 def _retrieval_part(case: dict[str, Any], row: CaseResult, base_row: CaseResult | None, stage: StageResult, failed: list[str]) -> None:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gate.core.catalog import PER_CASE_STAGES
+from gate.core.catalog import CHECK_METRICS, PER_CASE_STAGES
 from gate.core.pairs import summary
 from gate.core.report import JudgeInfo, LostRank, Report, StageResult
 from gate.render import (
@@ -22,6 +22,7 @@ from gate.render import (
     rejection_misses,
     run_page,
 )
+from gate.render.diagnosis import answer_check_cases, checks_note, diagnosed, where_it_broke
 from gate.render.escape import cell, code
 from gate.render.trend import render_trend
 
@@ -128,10 +129,11 @@ def _worse_cases(name: str, stage: StageResult, max_cases: int, retrieval_k: int
         drops = ", ".join(f"{cell(m)} {b:.2f}→{v:.2f}" for m, (b, v) in r["drops"].items())
         if judged:
             lost = _lost_ranks(r.get("retrieval", []), k)
-            where = f"**{cell(r.get('cause', ''))}**" + (f": {lost}" if lost else "")
+            where = f"**{cell(r.get('cause', ''))}**{diagnosed(r)}" + (f": {lost}" if lost else "")
             lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {where} |")
         else:
-            lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {_lost_ranks(r.get('lost', []), k) or '—'} |")
+            lost = _lost_ranks(r.get("lost", []), k) or "—"
+            lines.append(f"| {code(r['id'], 40)} | {cell(r['question'])} | {drops or '—'} | {lost}{diagnosed(r)} |")
     return lines + ["", "</details>", ""]
 
 
@@ -140,7 +142,9 @@ def _judge_notes(stage: StageResult) -> list[str]:
     lines: list[str] = []
     sample = stage.get("sample")
     judge: JudgeInfo | dict[str, Any] = stage.get("judge") or {}
-    if sample and not judge.get("model"):  # only the metrics that need no model ran (no judge, or no key for it)
+    lines += checks_note(stage)
+    offline = any(m not in CHECK_METRICS for m in stage.get("metrics", {}))
+    if sample and not judge.get("model") and offline:  # only the metrics that need no model ran (no judge, or no key for it)
         lines += [f"Scored {int(sample['size'])} of {int(sample['of'])} answerable cases with the metrics that need no model; "
                   "no LLM judge ran.", ""]
     elif sample:
@@ -373,11 +377,12 @@ def render_summary(report: Report) -> str:
 
 
 def _render(report: Report, max_cases: int) -> str:
-    lines = [marker(report["run"]["comment_id"]), *_header(report)]
+    lines = [marker(report["run"]["comment_id"]), *_header(report), *where_it_broke(report)]
     for name, stage in ordered_stages(report):
         lines += _stage_table(name, stage)
         retrieval = report["stages"].get("retrieval")
         lines += _worse_cases(name, stage, max_cases, retrieval.get("reference_k") if retrieval else None)
+        lines += answer_check_cases(stage, max_cases)
         lines += _group_gates(stage, max_cases)
         lines += _breakdown(stage, max_cases)
         if name == "robustness" and stage["status"] != "skipped":

@@ -27,7 +27,8 @@ def stage_context(loaded: Loaded, outputs: Mapping[str, TargetOutput], options: 
     spec = loaded.spec
     judge, no_judge = resolve_judge(spec.judge, os.environ, secrets=spec.secrets)
     return StageContext(cases=loaded.cases, outputs=outputs, cache=cache, judge=judge, no_judge=no_judge, deadline=loaded.deadline,
-                        only=only, progress=options.progress, redactor=spec.redactor(options.secrets))
+                        only=only, progress=options.progress, redactor=spec.redactor(options.secrets),
+                        golden_dir=spec.golden_set_path.parent)
 
 
 @dataclass
@@ -56,6 +57,7 @@ class RunFacts:
     pull_request: tuple[int | None, str | None] | None = None  # (number, head commit): set by the action
     deadline_note: str | None = None  # how far the run got when max_duration_s ran out (a run error)
     run_url: str | None = None  # the CI run's page (the action), recorded in report.run.url
+    corpus_ids: frozenset[str] | None = None  # the corpus's document ids (run --corpus): where it broke tells missing from unfound
 
 
 def run_facts(loaded: Loaded, options: RunOptions, measured: Measured, duration_s: float, deadline_note: str | None) -> RunFacts:
@@ -66,4 +68,5 @@ def run_facts(loaded: Loaded, options: RunOptions, measured: Measured, duration_
                     history=loaded.history,  # every stage picks the runs it can compare with (gate.run.evaluate.gate_stages)
                     warnings=[*loaded.store.warnings, *([no_text] if no_text else []), *pending_note(loaded)],
                     target_kind=measured.target_kind, target_notes=target_notes(loaded.cases, measured.outputs, measured.unmatched),
-                    pull_request=options.pull_request, run_url=options.run_url)
+                    pull_request=options.pull_request, run_url=options.run_url, corpus_ids=loaded.corpus_ids)
+

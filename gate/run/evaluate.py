@@ -10,6 +10,7 @@ from gate import __version__
 from gate.config.spec import Spec
 from gate.core.cases import fingerprint as golden_fingerprint
 from gate.core.cases import groups
+from gate.core.diagnosis import diagnosis_info
 from gate.core.digest import digest_json
 from gate.core.errors import EXIT_CODES
 from gate.core.goldencheck import question_type
@@ -90,6 +91,14 @@ def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, Targ
     }
     if texts:
         report["texts"] = texts
+    found = diagnosis_info(stages, facts.baseline["stages"] if facts.baseline else None, facts.corpus_ids, spec.cutoff)
+    if found is not None:
+        report["diagnosis"] = found
+        codes = {c["id"]: c["code"] for c in found["cases"]}
+        for gated in stages.values():  # each worse case's row says its code: a reader needs no join by id
+            for w in gated.get("worse_cases", []):
+                if w["id"] in codes:
+                    w["diagnosis"] = codes[w["id"]]
     return report
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from gate.config.loader import load_spec
 from gate.config.spec import Spec
@@ -10,7 +11,7 @@ from gate.core.model import GoldenCase
 from gate.core.records import window
 from gate.core.report import HistoryEntry, StoredRun
 from gate.deadline import Deadline
-from gate.io.golden import load_golden_set
+from gate.io.golden import load_corpus_ids, load_golden_set
 from gate.io.history import HistoryStore, LocalHistoryStore
 from gate.io.reports import read_baseline
 from gate.run.options import RunOptions
@@ -30,6 +31,7 @@ class Loaded:
     source: str  # where the baseline is from, in words
     deadline: Deadline
     pending: int = 0  # generated cases left out: they await review
+    corpus_ids: frozenset[str] | None = None  # the corpus's document ids (--corpus), read before any question is sent
 
     @property
     def history(self) -> list[HistoryEntry]:
@@ -55,4 +57,5 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
     elif chosen is not None:
         source = f"{chosen[1]}; {COMMITTED}" if baseline else chosen[1]
     deadline = Deadline(options.max_duration_s if options.max_duration_s is not None else spec.data["max_duration_s"])
-    return Loaded(spec, cases, store, entries, baseline, source, deadline, len(everything) - len(cases))
+    corpus = frozenset(load_corpus_ids(Path(options.corpus))) if options.corpus else None
+    return Loaded(spec, cases, store, entries, baseline, source, deadline, len(everything) - len(cases), corpus)

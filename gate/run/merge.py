@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import cast
 
-from gate.core.catalog import NOISE_METRICS
+from gate.core.catalog import CHECK_METRICS, NOISE_METRICS
 from gate.core.errors import InputError
 from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
 from gate.core.report import CaseResult, MetricPairs, NoiseInfo, Pairing, Part, PartOutput, Report, StageMeasurement
@@ -23,7 +24,8 @@ from gate.run.flow import Viewed, gc_paused, viewed
 from gate.run.load import load
 from gate.run.options import RunOptions
 from gate.run.parts import PART_HINT, check_parts, part_files, read_part
-from gate.stages.generation import GenerationScores, SelfCheckScores, assemble
+from gate.stages.answers import answer_checks
+from gate.stages.generation import GenerationScores, SelfCheckScores, assemble, with_answers
 from gate.stages.robustness import Answers, NoisePart, finish, noise_metrics
 
 CORPUS_NOTE = ("sharded run: each shard drew the noise test's corpus distractors from the passages retrieved for its own "
@@ -80,21 +82,39 @@ def _measured_alike(stages: Sequence[StageMeasurement]) -> list[StageMeasurement
     return measured
 
 
-def merge_generation(settings: GenerationSettings, cases: Sequence[GoldenCase], stages: Sequence[StageMeasurement]) -> StageMeasurement:
-    """The generation stage of the whole run from its shards' (every metric recomputed from the per-case scores)."""
+@dataclass(frozen=True)
+class WholeRun:
+    """What the merge knows of the whole run: every golden case, every answer, and the golden set's folder."""
+
+    cases: Sequence[GoldenCase]
+    outputs: Mapping[str, TargetOutput]
+    golden_dir: Path | None = None
+
+
+def merge_generation(settings: GenerationSettings, run: WholeRun, stages: Sequence[StageMeasurement]) -> StageMeasurement:
+    """The generation stage of the whole run from its shards' (every metric recomputed from the per-case scores; the
+    answer checks computed again from every answer, as one job computes them)."""
+    answers = answer_checks(settings.checks, run.cases, run.outputs, run.golden_dir)
+    order = [c.id for c in run.cases]
     measured = _measured_alike(stages)
     if not measured:
         return stages[0]
     first = measured[0]
-    engines = first.get("judge", {}).get("engines", {})
+    if "judge" not in first:  # no judge metric could run: the shards measured the answer checks alone
+        stage: StageMeasurement = {"metrics": {}, "samples": [], "warnings": list(first["warnings"]), "sample": first["sample"],
+                                   "not_evaluated": {m: why for m, why in first["not_evaluated"].items() if m not in CHECK_METRICS}}
+        return with_answers(stage, answers, settings, order)
+    engines = first["judge"].get("engines", {})
     runnable = [m for m in settings.metrics if m.engine in engines]
-    by_id = {c.id: c for c in cases}
-    rows = in_order((r for s in measured for r in s["samples"]), first["sample"]["ids"], "generation sample")
+    by_id = {c.id: c for c in run.cases}
+    judged = set(first["sample"]["ids"])  # the rows of the other cases hold only answer checks: computed again below
+    rows = in_order((r for s in measured for r in s["samples"] if r["id"] in judged), first["sample"]["ids"], "generation sample")
     union = {k: v for s in measured for k, v in s.get("texts", {}).items()}
     scores = GenerationScores(
         info=first["sample"], sample=[by_id[r["id"]] for r in rows], runnable=runnable,
-        per_case={r["id"]: r["metrics"] for r in rows}, errors={r["id"]: r.get("errors", {}) for r in rows},
-        not_evaluated={m: why for m, why in first["not_evaluated"].items() if m not in {r.name for r in runnable}},
+        per_case={r["id"]: {m: v for m, v in r["metrics"].items() if m not in CHECK_METRICS} for r in rows},
+        errors={r["id"]: r.get("errors", {}) for r in rows},
+        not_evaluated={m: why for m, why in first["not_evaluated"].items() if m not in {r.name for r in runnable} and m not in CHECK_METRICS},
         judge=first["judge"], usage=sum_usage([s["usage"] for s in measured], rest=True),
         budget_exceeded=any(s.get("budget_exceeded") for s in measured),
         outputs={r["id"]: r["output"] for r in rows if "output" in r},
@@ -109,7 +129,7 @@ def merge_generation(settings: GenerationSettings, cases: Sequence[GoldenCase], 
                                             sum(c["errored"] for c in checks), sum(c["cases"] for c in checks))
     stage = assemble(scores, settings)
     stage["warnings"] = list(first["warnings"])
-    return stage
+    return with_answers(stage, answers, settings, order)
 
 
 def merge_robustness(settings: RobustnessSettings, cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput],
@@ -155,7 +175,7 @@ def merge_viewed(config: str, paths: Sequence[str], options: RunOptions | None =
         n, spec, cases = parts[0][1]["shard"]["of"], loaded.spec, loaded.cases
         by_id = {o["id"]: _target_output(o) for _, p in parts for o in p["outputs"]}
         outputs = {c.id: by_id[c.id] for c in cases}
-        judged = merge_stages(loaded.spec.stages, cases, outputs, [p for _, p in parts])
+        judged = merge_stages(loaded.spec.stages, cases, outputs, [p for _, p in parts], spec.golden_set_path.parent)
         notes = [f"shard {p['shard']['index']} of {n}: {e}" for _, p in parts for e in p["errors"]]
         longest = max(p["run"]["duration_s"] for _, p in parts)
         measured = Measured(outputs, judged, parts[0][1]["target_kind"], parts[0][1]["unmatched"])
@@ -167,7 +187,7 @@ def merge_viewed(config: str, paths: Sequence[str], options: RunOptions | None =
 
 
 def merge_stages(settings: StageSettings, cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput],
-                 parts: Sequence[Part]) -> dict[str, StageMeasurement]:
+                 parts: Sequence[Part], golden_dir: Path | None = None) -> dict[str, StageMeasurement]:
     """Each judged stage the parts measured, merged (every part must hold it)."""
     judged: dict[str, StageMeasurement] = {}
     for name in ("generation", "robustness"):
@@ -177,7 +197,7 @@ def merge_stages(settings: StageSettings, cases: Sequence[GoldenCase], outputs: 
         if len(stages) != len(parts):
             raise InputError(f"the {name} stage is missing from some parts", hint=PART_HINT)
         if name == "generation" and settings.generation is not None:
-            judged[name] = merge_generation(settings.generation, cases, stages)
+            judged[name] = merge_generation(settings.generation, WholeRun(cases, outputs, golden_dir), stages)
         elif name == "robustness" and settings.robustness is not None:
             judged[name] = merge_robustness(settings.robustness, cases, outputs, stages, parts[0]["shard"]["of"])
     return judged

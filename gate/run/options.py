@@ -43,3 +43,4 @@ class RunOptions:
     history_store: HistoryStore | None = None  # default: the spec's local history file
     choose_baseline: BaselineChooser | None = None  # picks the baseline from the history; None: the committed file
     progress: RunProgress | None = None
+    corpus: str | None = None  # the corpus file (JSONL of {id, text}): a relevant id it lacks is diagnosed corpus_missing

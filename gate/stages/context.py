@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from gate.core.model import GoldenCase, TargetOutput
@@ -51,6 +52,7 @@ class StageContext:
     progress: JudgeProgress | None = None
     redactor: Redactor = field(default_factory=lambda: Redactor([]))
     engines: EngineFactory | None = None  # None: gate.stages.judging.build_engines (a test or benchmark may give its own)
+    golden_dir: Path | None = None  # the golden set's folder: a case's own files (checks.json_schema) are relative to it
 
     def mine(self, cases: Sequence[GoldenCase]) -> list[GoldenCase]:
         """``cases`` restricted to this shard's (all of them outside a shard)."""

@@ -9,16 +9,17 @@ few cases judged again for the self-check, the paired runs' changed answers judg
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gate.core.catalog import EngineMetric
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.pairs import PairedRun, output_ref
 from gate.core.report import CaseResult, JudgeInfo, MetricDiff, OutputRef, Pairing, SampleInfo, SelfCheck, StageMeasurement, Usage
 from gate.core.settings import GenerationSettings
+from gate.stages.answers import AnswersPart, answer_checks
 from gate.stages.context import StageContext
 from gate.stages.judging import JudgeSession, Result, Task, judge_input, missing_input, ticking
 from gate.stages.pairing import PairSet, confirmed, pair_up, records, settle, to_confirm
@@ -88,13 +89,17 @@ def generation_stage(settings: GenerationSettings, ctx: StageContext, paired: Se
     so the shards together judge what one run would, and the self-check keeps its differences for the merge."""
     runnable = [m for m in settings.metrics if m.engine == "offline" or ctx.judge is not None]
     not_evaluated = {m.name: f"not evaluated: {ctx.no_judge}" for m in settings.metrics if m not in runnable}
-    drawn = settings.sample.draw(ctx.cases)
+    drawn = settings.sample.draw(ctx.cases) if settings.metrics else []  # metrics: [] runs the answer checks alone
     info: SampleInfo = {"size": len(drawn), "of": sum(1 for c in ctx.cases if c.answerable), "ids": [c.id for c in drawn]}
     check_ids = {c.id for c in drawn[: settings.self_check.cases]} if settings.self_check else set()
     sample = ctx.mine(drawn)
-    if not runnable:
+    answers = answer_checks(settings.checks, ctx.mine(ctx.cases), ctx.outputs, ctx.golden_dir)
+    if not runnable and not answers.cases:
         return {"skipped": "; ".join(sorted(set(not_evaluated.values()))) or "no metric to run", "metrics": {}, "samples": [],
                 "not_evaluated": not_evaluated, "warnings": [], "sample": info}
+    if not runnable:  # no judge metric can run, but the answer checks need none
+        stage: StageMeasurement = {"metrics": {}, "samples": [], "not_evaluated": not_evaluated, "warnings": [], "sample": info}
+        return with_answers(stage, answers, settings, [c.id for c in ctx.cases])
     session = JudgeSession.open({m.engine for m in runnable}, ctx, settings.criteria)
     work = make_tasks(sample, ctx.outputs, runnable, session)
     judged = Judging(settings, ctx, session, work, check_ids)
@@ -103,13 +108,45 @@ def generation_stage(settings: GenerationSettings, ctx: StageContext, paired: Se
     paired = paired if llm else ()
     pairs = pair_up(paired, sample, {c.id for c in ctx.cases}, [t for t in work.tasks if t.scored.engine != "offline"],
                     {t.key for t in judged.todo}, session)
+    import asyncio  # here: a stage that judges nothing (the answer checks alone) does not load the event loop
+
     first, second = asyncio.run(judged.run(pairs))
     scores = judged.scores(sample, info, first, not_evaluated)
     if paired:
         scores.pairing = records(pairs, llm, scores.judge)
     if settings.self_check:
         scores.self_check = self_check_scores(judged.recheck, second, scores.per_case)
-    return assemble(scores, settings, keep_diffs=ctx.only is not None)
+    return with_answers(assemble(scores, settings, keep_diffs=ctx.only is not None), answers, settings, [c.id for c in ctx.cases])
+
+
+def with_answers(stage: StageMeasurement, answers: AnswersPart, settings: GenerationSettings, order: Sequence[str]) -> StageMeasurement:
+    """The stage with its answer checks: their metrics, each case's values in its row (a judged case's row gets them
+    beside its judge scores; another answerable case gets a row of its own), what they found (``checks``), and why a
+    gated check metric could not be computed. Nothing is added when no check applies to any case."""
+    if answers.cases:
+        stage["metrics"].update(answers.metrics)
+        stage["samples"] = _joined(stage["samples"], answers.cases, order)
+        stage["checks"] = answers.record()
+    for metric, why in answers.not_evaluated.items():
+        if metric in settings.gates:  # said only where a gate asks for it
+            stage["not_evaluated"].setdefault(metric, why)
+    return stage
+
+
+def _joined(samples: list[CaseResult], checked: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[CaseResult]:
+    """The judged rows with the checks' values joined in, and a row of its own for each other checked case; in golden
+    order (``order``: the case ids)."""
+    own: list[CaseResult] = [{"id": a["id"], "metrics": dict(a["metrics"]), "error": None} for a in checked if a["metrics"]]
+    if not samples:  # nothing judged to join (the checks' rows are in golden order already)
+        return own
+    rows = {s["id"]: s for s in samples}
+    for row in own:
+        if row["id"] in rows:
+            rows[row["id"]]["metrics"].update(row["metrics"])
+        else:
+            rows[row["id"]] = row
+    place = {cid: i for i, cid in enumerate(order)}
+    return sorted(rows.values(), key=lambda s: place.get(s["id"], len(place)))
 
 
 class Judging:
@@ -124,6 +161,8 @@ class Judging:
 
     async def run(self, pairs: PairSet) -> tuple[dict[int, Result], dict[int, Result]]:
         """(the main tasks' results, the self-check's second judgings), by index; the pairs settled and confirmed."""
+        import asyncio
+
         session, deadline, progress = self.session, self.ctx.deadline, self.ctx.progress
         self.fresh = list(pairs.fresh.values())
         if progress is not None:

@@ -7,7 +7,6 @@ A score that cannot be computed comes back as the reason it failed (a string): n
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -190,6 +189,8 @@ async def judge_tasks(tasks: Sequence[Task], engines: Mapping[str, Engine], *, o
     sees each result as it arrives; when the deadline comes, the tasks still running are cancelled and end as
     "deadline reached". ``in_flight`` bounds the tasks started at once, so that tasks finish one after another
     (and reach the cache) instead of all advancing together and none finishing before a kill or the deadline."""
+    import asyncio  # here: a stage that judges nothing (the answer checks alone) does not load the event loop
+
     gate = asyncio.Semaphore(in_flight) if in_flight else None
 
     async def one(i: int, task: Task) -> tuple[int, Result]:

@@ -8,7 +8,7 @@ from operator import attrgetter
 
 from gate.core.catalog import MetricName
 from gate.core.model import GoldenCase, TargetOutput
-from gate.core.ranking import CaseScorer, aggregate, first_ranks, health_metrics, map_relevant, metric_function
+from gate.core.ranking import CaseScorer, aggregate, first_ranks, health_metrics, map_relevant, metric_function, total_tokens, usage_metrics
 from gate.core.report import CaseResult, GroupMetrics, StageMeasurement
 from gate.core.settings import MatchSettings, RetrievalSettings
 from gate.core.textmatch import text_matches
@@ -109,16 +109,15 @@ def retrieval_stage(
         samples.append({"id": case.id, "metrics": dict(zip(names, row, strict=True)), "error": None, "relevant_ranks": ranks})
     values = _columns(names, rows)
 
-    calls = len(cases)
-    errors = sum(1 for c in cases if outputs[c.id].error is not None)
-    latencies = [o.latency_ms for o in outputs.values() if o.error is None and o.latency_ms is not None]
+    health, unused = _health(cases, outputs)
     stage: StageMeasurement = {
-        "metrics": {**_aggregate_all(metrics, scorers, values), **health_metrics(latencies, calls, errors)},
+        "metrics": {**_aggregate_all(metrics, scorers, values), **health},
         "n": len(scorers),
         "errored": sum(1 for s in samples if s["error"] is not None),
         "excluded": excluded,
         "samples": samples,
-        "not_evaluated": {m.name: "no answerable case was scored" for m in metrics if not scorers},
+        "not_evaluated": {**{m.name: "no answerable case was scored" for m in metrics if not scorers},
+                          **{m: why for m, why in unused.items() if m in settings.gates}},  # said only where a gate asks
         "warnings": [],
     }
     if cutoff is not None:
@@ -126,6 +125,17 @@ def retrieval_stage(
     if groups:
         stage["breakdown"] = breakdown(groups, scored, metrics)
     return stage
+
+
+def _health(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> tuple[dict[str, float], dict[str, str]]:
+    """The target's health: its latency and errors, and the tokens and cache hits it reported; (metrics, why one of
+    the reported figures is not evaluated)."""
+    errors = sum(1 for c in cases if outputs[c.id].error is not None)
+    answered = [o for o in outputs.values() if o.error is None]
+    latencies = [o.latency_ms for o in answered if o.latency_ms is not None]
+    used, unused = usage_metrics([t for o in answered if (t := total_tokens(o.usage)) is not None],
+                                 [o.cached for o in answered if o.cached is not None])
+    return {**health_metrics(latencies, len(cases), errors), **used}, unused
 
 
 Ranked = Callable[[GoldenCase, TargetOutput], "tuple[list[str], dict[str, int]] | str"]

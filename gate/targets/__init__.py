@@ -64,7 +64,8 @@ def answer_field(obj: Any, field: str) -> str:
     return value
 
 
-DEFAULT_FIELDS = {"retrieved": "retrieved", "id": "id", "text": "text", "score": "score", "answer": "answer", "contexts": "contexts"}
+DEFAULT_FIELDS = {"retrieved": "retrieved", "id": "id", "text": "text", "score": "score", "answer": "answer", "contexts": "contexts",
+                  "usage": "usage", "cached": "cached"}
 
 
 def get_path(obj: Any, dotted: str) -> Any:
@@ -110,7 +111,8 @@ def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS
             text if type(text) is str else None,
             score if type(score) is float else float(score) if type(score) is int and -1e300 < score < 1e300 else None,
         ))
-    beside = Beside(get_path(obj, fields["answer"]), get_path(obj, fields["contexts"]), obj.get("usage"))
+    beside = Beside(get_path(obj, fields["answer"]), get_path(obj, fields["contexts"]), get_path(obj, fields["usage"]),
+                    get_path(obj, fields["cached"]))
     return output_from(case_id, retrieved, beside, fields, latency_ms)
 
 
@@ -123,13 +125,19 @@ class Beside(NamedTuple):
     answer: Any
     contexts: Any
     usage: Any
+    cached: Any = None
 
 
 def output_from(case_id: str, retrieved: Sequence[Passage], beside: Beside, fields: dict[str, str] = DEFAULT_FIELDS,
                 latency_ms: float | None = None) -> TargetOutput:
     """The TargetOutput of a ranked list and the answer, contexts and usage read beside it. Raises ValueError naming
     the field when the answer or the contexts are not what they must be."""
-    answer, contexts, usage = beside
+    answer, contexts, usage, cached = beside
+    if usage is not None and not isinstance(usage, dict):
+        raise ValueError(f"{fields['usage']!r} must be an object of token counts (prompt_tokens, completion_tokens, total_tokens), "
+                         f"got {type(usage).__name__}")
+    if cached is not None and not isinstance(cached, bool):
+        raise ValueError(f"{fields['cached']!r} must be true or false, got {type(cached).__name__}")
     if answer is not None and not isinstance(answer, str):
         raise ValueError(f"{fields['answer']!r} must be a string, got {type(answer).__name__}")
     if contexts is None:
@@ -138,5 +146,5 @@ def output_from(case_id: str, retrieved: Sequence[Passage], beside: Beside, fiel
         raise ValueError(f"{fields['contexts']!r} must be a list of strings")
     return TargetOutput(
         case_id=case_id, retrieved=retrieved, answer=answer, contexts=contexts, latency_ms=latency_ms,
-        usage=usage if isinstance(usage, dict) else None,
+        usage=usage if isinstance(usage, dict) else None, cached=cached,
     )

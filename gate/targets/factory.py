@@ -17,7 +17,7 @@ def make_target(spec: Spec, cases: Sequence[GoldenCase], deadline: Deadline = NO
         from gate.targets.results import ResultsFileTarget
 
         # the judged stages read the passages' texts; the retrieval stage only their ids, or their texts with match.level text
-        return ResultsFileTarget.read(spec.resolve(cfg["results"]), cases, texts=spec.stages.judged or spec.stages.match.by_text)
+        return ResultsFileTarget.read(spec.resolve(cfg["results"]), cases, texts=spec.stages.reads_texts)
     if "http" in cfg:
         from gate.targets.http import HttpTarget
 

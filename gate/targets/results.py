@@ -52,6 +52,7 @@ class _Line(msgspec.Struct, gc=False):
     error: str | None = None
     noise: Any = None
     usage: Any = None
+    cached: Any = None
 
     get = object.__getattribute__  # row.get(key), as for a dict row: the field (in C)
 
@@ -60,7 +61,7 @@ class _LineOfIds(_Line):
     retrieved: list[_RankedId]  # type: ignore[assignment]
 
 
-_OPEN = ("noise", "usage")  # the fields that hold any JSON value
+_OPEN = ("noise", "usage", "cached")  # the fields that hold any JSON value
 _ID, _SCORE = attrgetter("id"), attrgetter("score")
 
 
@@ -144,7 +145,8 @@ def _read_row(results: Results, case_id: str, row: Any, lineno: int) -> list[Inp
     errors = []
     try:
         if isinstance(row, _Line):
-            results.outputs[case_id] = output_from(case_id, row.retrieved, Beside(row.answer, row.contexts, row.usage), latency_ms=latency)
+            beside = Beside(row.answer, row.contexts, row.usage, row.cached)
+            results.outputs[case_id] = output_from(case_id, row.retrieved, beside, latency_ms=latency)
         else:
             results.outputs[case_id] = parse_output(case_id, row, latency_ms=latency)
     except ValueError as exc:

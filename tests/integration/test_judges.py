@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -269,6 +270,15 @@ def test_one_429_with_retry_after_is_retried_and_recovers(engine: str) -> None:
     assert usage["calls"] == len(statuses)
 
 
+def _attempts_each(server: JudgeServer, most: int) -> int:
+    """The tries of the request tried most often, checking that none was tried more than ``most`` times. deepeval sends
+    two requests at once: when one has used its tries and failed, the other is cancelled, so on a busy machine it may
+    not reach its last try; the request that failed always has."""
+    tries = Counter(json.dumps((body.get("messages") or [None])[0], sort_keys=True) for body in server.chat_bodies)  # a re-ask appends
+    assert tries and max(tries.values()) <= most, tries
+    return max(tries.values())
+
+
 @engines_installed
 @pytest.mark.parametrize("engine,calls", [("ragas", 2), ("deepeval", 4)])
 def test_500_always_is_a_judge_error_naming_the_status(engine: str, calls: int) -> None:
@@ -278,7 +288,8 @@ def test_500_always_is_a_judge_error_naming_the_status(engine: str, calls: int) 
 
     with JudgeServer(faults=[always(status(500, retry_after=0.01, echo_auth=True))]) as server:
         error = asyncio.run(main(server.url))
-        assert server.calls == calls  # max_retries + 1 per request; instructor does not multiply them
+        assert _attempts_each(server, 2) == 2  # max_retries + 1 per request; instructor does not multiply them
+        assert server.calls <= calls
     assert isinstance(error, JudgeError)
     assert "HTTP 500 from the judge after 2 attempts" in str(error)
     assert KEY not in str(error)
@@ -293,7 +304,8 @@ def test_malformed_json_always_is_a_judge_error_after_three_tries(engine: str, c
 
     with JudgeServer(faults=[always(malformed("{not json"))]) as server:
         error = asyncio.run(main(server.url))
-        assert server.calls == calls  # deepeval asks for truths and claims at once: 2 x 3
+        assert _attempts_each(server, 3) == 3  # 3 tries per request (deepeval asks for truths and claims at once)
+        assert server.calls <= calls
     assert isinstance(error, JudgeError)
     assert str(error) == "judge returned malformed JSON 3 times"
 

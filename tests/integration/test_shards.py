@@ -134,6 +134,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                       "--no-progress")
         out["one_calls"] = judge.calls - before
         out["one"] = one
+        shutil.copy(ws / "cache.sqlite", ws / "cache-one.sqlite")  # the cache the one job leaves
         for i in (1, 2, 3):
             shutil.copy(ws / "cache-before.sqlite", ws / "cache.sqlite")  # each CI job restores the same cache
             before = judge.calls
@@ -327,7 +328,7 @@ def test_shards_after_a_job_whose_cache_they_restore_say_their_pairs_came_from_t
     ws = runs["ws"]
     one = _load(ws, "one.json")["stages"]["generation"]["pairing"]["baseline"]
     after_one = tmp_path / "after-one.sqlite"
-    shutil.copy(ws / "cache.sqlite", after_one)
+    shutil.copy(ws / "cache-one.sqlite", after_one)
     with JudgeServer() as judge:
         for i in (1, 2, 3):
             shutil.copy(after_one, ws / "cache.sqlite")  # the cache the one job left: every pair is in it

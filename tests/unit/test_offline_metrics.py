@@ -353,3 +353,30 @@ def test_engine_refuses_unknown_metric():
         engine.needs("faithfulness")
     with pytest.raises(ValueError, match="faithfulness"):
         _score("faithfulness", "a", "b")
+
+
+def test_the_fast_paths_tokenise_exactly_as_the_per_character_rules() -> None:
+    """ASCII text goes through bytes.translate and other text through memoised translate tables: the tokens are the
+    per-character rules' (NFKC, lowercase, punctuation, CJK spacing, articles; letters/digits for rouge_l) on 20,000
+    random strings of ASCII (control characters too) and of mixed scripts."""
+    import random
+    import unicodedata
+
+    from gate.core import textmatch as t
+
+    def squad(text: str) -> list[str]:
+        text = "".join(ch for ch in unicodedata.normalize("NFKC", text).lower() if not t._is_punctuation(ch))
+        return t._ARTICLES.sub(" ", t._CJK.sub(r" \1 ", text)).split()
+
+    def rouge(text: str) -> list[str]:
+        text = t._CJK.sub(r" \1 ", unicodedata.normalize("NFKC", text).lower())
+        return "".join(ch if t._is_word_char(ch) else " " for ch in text).split()
+
+    rng = random.Random(20261201)
+    ascii_chars = [chr(c) for c in range(128)]
+    mixed = ascii_chars + list("éü北京大学，。“”ＡＢ２０ﬁ²—ひカ한국\u0301\u00a0\u2028")
+    for i in range(20_000):
+        text = "".join(rng.choice(mixed if i % 2 else ascii_chars) for _ in range(rng.randrange(60)))
+        assert t.squad_tokens(text) == squad(text), text
+        assert t.rouge_tokens(text) == rouge(text), text
+        assert t.normalize_answer(text) == " ".join(squad(text)), text

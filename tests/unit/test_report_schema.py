@@ -43,7 +43,9 @@ MIRRORS = {
     "Report": "report", "StoredStage": "stored_stage", "Baseline": "baseline", "HistoryEntry": "history_entry",
     "OutputRef": "output_ref", "PairedCase": "paired_case", "MetricPairs": "metric_pairs", "Pairing": "pairing",
     "StageMeasurement": "stage_measurement", "ShardInfo": "shard_info", "PartPassage": "part_passage", "PartOutput": "part_output",
-    "PartRun": "part_run", "Part": "part", "GroupGate": "group_gate",
+    "PartRun": "part_run", "Part": "part", "GroupGate": "group_gate", "FailedCheck": "failed_check",
+    "AnswerCheckCase": "answer_check_case", "AnswersInfo": "answers_info", "CaseDiagnosis": "case_diagnosis",
+    "LayerSummary": "layer_summary", "DiagnosisInfo": "diagnosis_info",
 }
 
 

@@ -22,7 +22,8 @@ READS: dict[type, tuple[str, dict[str, str], dict[str, Any]]] = {
     typed.SelfCheckSettings: ("$defs/generation_stage/properties/self_check", {"cases": "cases", "max_diff": "max_diff",
                                                                               "on_unstable": "on_unstable"}, {}),
     typed.GenerationSettings: ("$defs/generation_stage", {"metrics": "metrics", "criteria": "criteria", "sample": "sample",
-                                                          "self_check": "self_check", "gates": "gates"}, {"metrics": ["token_f1"]}),
+                                                          "self_check": "self_check", "checks": "checks", "gates": "gates"},
+                               {"metrics": ["token_f1"]}),
     typed.CorrectnessSettings: ("$defs/robustness_stage/properties/noise/properties/correctness",
                                 {"method": "method", "engine": "engine", "threshold": "threshold"}, {}),
     typed.NoiseSettings: ("$defs/robustness_stage/properties/noise", {"distractors": "distractors", "source": "source",
@@ -34,6 +35,7 @@ READS: dict[type, tuple[str, dict[str, str], dict[str, Any]]] = {
 OPTIONAL = {  # keys the spec may leave out, whose absence means something of its own (None / empty): no default needed
     (typed.GenerationSettings, "criteria"): "no GEval criterion",
     (typed.GenerationSettings, "self_check"): "no self-check",
+    (typed.GenerationSettings, "checks"): "no answer check for every answer (a case may have its own)",
     (typed.NoiseSettings, "file"): "source is not file",
     (typed.RejectionSettings, "phrases"): "rag-gate's own refusal phrases",
     (typed.RobustnessSettings, "noise"): "no noise test",

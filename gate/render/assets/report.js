@@ -132,7 +132,7 @@
     { key: "latency_ms", label: "latency", numeric: true, metric: "latency_ms", get: (c) => c.latency_ms },
   ];
   const PAGE_SIZES = [25, 100, 200, 500, 0]; // 0: every matching case on one page
-  const state = { status: "all", stage: "", type: "", question_type: "", category: "", tag: "", q: "", sort: null, dir: 1,
+  const state = { status: "all", stage: "", type: "", question_type: "", category: "", tag: "", diagnosis: "", q: "", sort: null, dir: 1,
     page: 0, size: 200 };
   const rows = new Map(); // case id -> its <tr>, made when first shown
   const details = new Map(); // case id -> its open drill-down <tr>
@@ -161,6 +161,7 @@
       select("f-qtype", "Question type", options(cases.map((c) => c.question_type)), "question_type"),
       select("f-category", "Category", options(cases.map((c) => c.category)), "category"),
       select("f-tag", "Tag", options(cases.flatMap((c) => c.tags || [])), "tag"),
+      select("f-diagnosis", "Where it broke", options(cases.map((c) => c.diagnosis && c.diagnosis.code)), "diagnosis"),
       el("label", {}, txt("Search"), search),
       el("span", { id: "shown", role: "status" }));
   }
@@ -216,6 +217,7 @@
     if (state.question_type && c.question_type !== state.question_type) return false;
     if (state.category && c.category !== state.category) return false;
     if (state.tag && !(c.tags || []).includes(state.tag)) return false;
+    if (state.diagnosis && !(c.diagnosis && c.diagnosis.code === state.diagnosis)) return false;
     if (state.q) {
       const hay = [c.id, c.question, c.answer, c.ground_truth].filter(Boolean).join("\n").toLowerCase();
       if (!hay.includes(state.q)) return false;
@@ -284,7 +286,7 @@
     // the page of the matching cases that holds the case (every filter cleared if none does), then its drill-down
     let at = render().findIndex((c) => c.id === id);
     if (at < 0) {
-      Object.assign(state, { status: "all", stage: "", type: "", question_type: "", category: "", tag: "", q: "" });
+      Object.assign(state, { status: "all", stage: "", type: "", question_type: "", category: "", tag: "", diagnosis: "", q: "" });
       for (const e of document.querySelectorAll(".filters select, .filters input")) e.value = e.id === "f-status" ? "all" : "";
       at = order.findIndex((c) => c.id === id);
     }
@@ -395,7 +397,10 @@
     const labels = [c.type, c.category && "category " + c.category, c.question_type && "question type " + c.question_type,
       (c.tags || []).length ? "tags " + c.tags.join(", ") : null].filter(Boolean).join(" · ");
     const box = el("div", { cls: "drill" }, el("h3", {}, el("code", { text: c.id }), txt(" " + labels)));
-    box.append(dl([["Question", c.question], ["Ground truth", c.ground_truth]]));
+    box.append(dl([["Question", c.question], ["Ground truth", c.ground_truth],
+      ["Where it broke", c.diagnosis ? `${c.diagnosis.code} (${c.diagnosis.layer}): ${c.diagnosis.evidence}` +
+        (c.diagnosis.moved ? "" : "; the same in the baseline") : null],
+      ["Missing keywords", (c.missing_keywords || []).join(", ") || null]]));
     const why = [...c.flags.errored.map((t) => ["errored", t]), ...c.flags.failed.map((t) => ["failed", t]), ...c.flags.worse.map((t) => ["worse", t])];
     if (why.length) {
       const ul = el("ul", { cls: "reasons flags-why" });
