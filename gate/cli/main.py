@@ -14,6 +14,18 @@ def _command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
     """The function that runs the command ``args`` names."""
     from gate.cli import commands, golden
 
+    if args.command in ("calibrate", "label"):
+        from gate.cli.calibrate import cmd_calibrate, cmd_label
+
+        return cmd_calibrate if args.command == "calibrate" else cmd_label
+    if args.command == "watch":
+        from gate.cli.watch import cmd_watch
+
+        return cmd_watch
+    if args.command == "dashboard":
+        from gate.cli.dashboard import dashboard_command
+
+        return dashboard_command
     if args.command == "corpus":
         from gate.cli.corpus import cmd_corpus_check
 

@@ -6,6 +6,9 @@ import argparse
 from typing import Any
 
 from gate import __version__
+from gate.cli.calibrate import add_parsers as add_calibration_parsers
+from gate.cli.dashboard import add_parser as add_dashboard_parser
+from gate.cli.watch import add_parser as add_watch_parser
 
 Commands = Any  # argparse's sub-parsers action (its class is private)
 
@@ -20,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     _validate_baseline_history(sub, spec)
     _plan_and_show(sub, spec)
     _golden_and_cache(sub, spec)
+    add_dashboard_parser(sub)
+    add_watch_parser(sub, spec)
+    add_calibration_parsers(sub)
     return p
 
 

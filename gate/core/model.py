@@ -72,6 +72,7 @@ class TargetOutput:
     error: str | None = None
     usage: dict[str, Any] | None = None  # the RAG system's own token counts for the call
     cached: bool | None = None  # whether the RAG system answered from its own cache
+    system: dict[str, Any] | None = None  # what the RAG system says about itself: model, prompt version, documents...
 
     @classmethod
     def failed(cls, case_id: str, error: str, latency_ms: float | None = None) -> TargetOutput:

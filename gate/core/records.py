@@ -8,7 +8,7 @@ request can be compared case by case with recent runs. Both keep cases in the re
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gate.core.catalog import PER_CASE_STAGES
 from gate.core.pairs import referenced
@@ -66,6 +66,8 @@ def baseline_from_report(report: Report, *, created_at: str, tool_version: str) 
     texts = _texts(report, stages)
     if texts:
         baseline["texts"] = texts
+    if "system" in report["run"]:
+        baseline["system"] = report["run"]["system"]
     return baseline
 
 
@@ -85,7 +87,36 @@ def entry_from_report(report: Report, *, branch: str | None = None, commit: str 
     texts = _texts(report, stages)
     if texts:
         entry["texts"] = texts
+    if "tool" in report:  # a report of rag-gate (the tests' hand-made ones may have none)
+        entry["tool_version"] = report["tool"]["version"]
+    run = report["run"]
+    for key in ("kind", "url", "system"):
+        if key in run:
+            entry[key] = run[key]  # type: ignore[literal-required]
+    if report.get("changes"):
+        entry["changes"] = report["changes"]
     return entry
+
+
+KIND_WORDS = {"schedule": "scheduled", "push": "push", "merge": "merge", "dispatch": "manual", "deployment": "deployment"}
+
+
+def last_passing(kind: str | None = None) -> Callable[[list[HistoryEntry]], tuple[HistoryEntry | None, str] | None]:
+    """A chooser (RunOptions.changes_from) of the newest passing history entry of ``kind`` (a scheduled run), else the
+    newest passing entry of any kind; None when no entry passed."""
+
+    def choose(entries: list[HistoryEntry]) -> tuple[HistoryEntry | None, str] | None:
+        passed = [e for e in entries if e.get("verdict") == "pass"]
+        own = [e for e in passed if kind is None or e.get("kind") == kind]
+        found = (own or passed)[-1:]
+        if not found:
+            return None
+        entry = found[0]
+        words = KIND_WORDS.get(str(entry.get("kind")), "") if own else ""
+        commit = (entry.get("commit") or "")[:7]
+        return entry, f"the last passing {words + ' ' if words else ''}run" + (f" ({commit})" if commit else "")
+
+    return choose
 
 
 def text_table(*documents: StoredRun | None) -> dict[str, str]:

@@ -282,6 +282,27 @@ class _StageData(TypedDict, total=False):
     scored: int
 
 
+class HumanScale(TypedDict):
+    """A judged metric's mean on the people's scale (prediction-powered), beside the judge's own mean, 95 % intervals."""
+
+    estimate: float
+    low: float
+    high: float
+    judge_mean: float
+    judge_low: float
+    judge_high: float
+    labels: float  # the labelled cases the correction rests on
+
+
+class CalibrationInfo(TypedDict):
+    status: str  # calibrated | weak | stale | none
+    reason: str  # why it is not calibrated ("" when it is)
+    kappa: NotRequired[float | None]
+    n: NotRequired[int]
+    created_at: NotRequired[str]
+    human_scale: NotRequired[HumanScale]
+
+
 class StageMeasurement(_StageData, total=False):
     """What a stage measured, before its gates are applied: every stage returns this shape.
     ``skipped`` set means the stage could not measure anything (no judge, nothing configured); it becomes the
@@ -299,6 +320,7 @@ class StageResult(_StageData, total=False):
     gates: Required[list[GateRecord]]
     baseline_metrics: dict[str, float]
     worse_cases: list[WorseCase]
+    calibration: dict[str, CalibrationInfo]  # judged metric -> how far its judge is shown to agree with people
 
 
 # ---------------------------------------------------------------------------------------------- report.json
@@ -307,6 +329,11 @@ class StageResult(_StageData, total=False):
 class ToolInfo(TypedDict):
     name: str
     version: str
+
+
+class SystemInfo(TypedDict):
+    values: dict[str, str | float | int]  # key -> the value most answers gave
+    counts: NotRequired[dict[str, dict[str, int]]]  # key -> value -> answers, for keys the answers disagree on
 
 
 class RunInfo(TypedDict):
@@ -320,6 +347,20 @@ class RunInfo(TypedDict):
     head_sha: NotRequired[str | None]
     shards: NotRequired[int]  # merged from this many shards (rag-gate merge)
     url: NotRequired[str]  # the CI run's page, where its artifacts are (the action: GITHUB_SERVER_URL/REPO/actions/runs/ID)
+    system: NotRequired[SystemInfo]  # what the target's answers said about the system (gate.core.changes)
+    kind: NotRequired[str]  # how the run came: pr, push, schedule, dispatch, deployment, merge (the action, or --kind)
+
+
+class Change(TypedDict):
+    key: str  # golden_set, spec, spec.<stage>, k, judge.model, judge.<engine>, judge.prompt.<metric>, rag_gate, commit, system.<key>
+    before: str | float | int | None
+    after: str | float | int | None
+
+
+class ChangesFrom(TypedDict):
+    source: str  # which run the changes are counted from, in words
+    created_at: str | None
+    commit: str | None
 
 
 class GoldenSetInfo(TypedDict):
@@ -415,6 +456,8 @@ class Report(TypedDict):
     baseline: BaselineInfo
     stages: dict[str, StageResult]
     diagnosis: NotRequired[DiagnosisInfo]  # where it broke: absent when no case got worse or failed
+    changes: NotRequired[list[Change]]  # what differs from the reference run (changes_from): absent without one
+    changes_from: NotRequired[ChangesFrom]
     cases: list[CaseOutput]
     history: HistorySummary
     texts: NotRequired[dict[str, str]]  # text id -> text, for the judged cases' outputs (CaseResult.output)
@@ -439,6 +482,7 @@ class Baseline(TypedDict):
     fingerprints: dict[str, str]
     stages: dict[str, StoredStage]
     texts: NotRequired[dict[str, str]]  # text id -> text, for the judged cases' outputs
+    system: NotRequired[SystemInfo]
 
 
 class HistoryEntry(TypedDict):
@@ -452,6 +496,11 @@ class HistoryEntry(TypedDict):
     fingerprints: dict[str, str]
     stages: dict[str, StoredStage]
     texts: NotRequired[dict[str, str]]  # text id -> text; each text is kept by the oldest entry that uses it
+    tool_version: NotRequired[str]
+    kind: NotRequired[str]  # pr, push, schedule, dispatch, deployment, merge
+    url: NotRequired[str]  # the CI run's page
+    system: NotRequired[SystemInfo]
+    changes: NotRequired[list[Change]]  # what differed from the run it was compared with
 
 
 StoredRun = Baseline | HistoryEntry  # a run kept for comparison: the baseline or a history entry

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import traceback
 from collections.abc import Mapping
@@ -29,19 +28,17 @@ from typing import Any
 from gate.core.errors import EXIT_ERROR, EXIT_INPUT, InputError, RagGateError
 from gate.core.report import Report
 from gate.github.commands import Cancellation, action_input, append_file, commands_stopped, emit, fail, group, mask, mask_secrets, set_outputs
-from gate.render import RUN_PAGE, headline_verdict
+from gate.github.comment import (
+    _comment,
+    headline,
+    run_page_url,
+    summary_text,
+)
 
-MODES = ("gate", "record", "report", "merge")
+MODES = ("gate", "record", "report", "merge", "watch")
+WATCH_EVENTS = ("schedule", "deployment", "deployment_status", "repository_dispatch")  # default mode watch
 COMMENT_POLICIES = ("always", "on-failure", "never")
-SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit for one step's job summary
 MAX_ANNOTATIONS = 10
-REPORT_ARTIFACT_LIMIT = 20 * 1024 * 1024
-COMMENT_ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # the spec schema's pattern for report.comment_id
-NEUTRAL_BODY = "## ✅ rag-gate passed\n\nEvery gate passes now; the earlier failure report was replaced.\n"
-
-
-def headline(report: Report) -> str:
-    return json.dumps({name: stage["metrics"] for name, stage in report["stages"].items()}, separators=(",", ":"))
 
 
 def gate_annotations(report: Report) -> list[tuple[str, str]]:
@@ -73,44 +70,12 @@ def default_mode(env: Mapping[str, str], ev: Mapping[str, Any]) -> str:
         return "gate"
     if name == "workflow_run":
         return "report"
+    if name in WATCH_EVENTS:
+        return "watch"
     default_branch = (ev.get("repository") or {}).get("default_branch")
     if name == "push" and default_branch and env.get("GITHUB_REF_NAME") == default_branch:
         return "record"
     return "gate"
-
-
-def run_page_url(env: Mapping[str, str], run_id: Any = None) -> str | None:
-    """The page of a workflow run (this job's, or ``run_id``'s in this repository), where its artifacts are; None when
-    the environment does not say (outside GitHub) or says something of another form."""
-    run_id = env.get("GITHUB_RUN_ID") if run_id is None else run_id
-    url = f"{env.get('GITHUB_SERVER_URL', '').rstrip('/')}/{env.get('GITHUB_REPOSITORY', '')}/actions/runs/{run_id}"
-    return url if run_id is not None and RUN_PAGE.fullmatch(url) else None
-
-
-def summary_text(report: Report) -> str:
-    """The job summary: the comment's report with more per-case rows, under GitHub's 1 MiB for a step."""
-    from gate.render.markdown import render_summary
-
-    body = render_summary(report)
-    if len(body.encode("utf-8")) <= SUMMARY_LIMIT:
-        return body
-    return body.encode("utf-8")[: SUMMARY_LIMIT - 200].decode("utf-8", "ignore") + "\n\n_Cut to fit the job summary limit._\n"
-
-
-def post_comment(client: Any, pr: int, report: Report, policy: str) -> str:
-    """Create, edit, neutralise or skip the PR comment; returns what happened, in words."""
-    from gate.render.markdown import marker, render_comment
-
-    mark = marker(report["run"].get("comment_id") or "default")
-    if policy == "never":
-        return "comment: never"
-    if policy == "on-failure" and report["verdict"] == "pass":
-        if client.find_comment(pr, mark) is None:
-            return "passed: no comment needed"
-        _, what = client.upsert_comment(pr, f"{mark}\n{NEUTRAL_BODY}", mark)
-        return "passed: the earlier failure comment was neutralised" if what == "updated" else f"passed: the passed comment is {what}"
-    _, what = client.upsert_comment(pr, render_comment(report), mark)
-    return f"comment {what}"
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -160,7 +125,9 @@ def _main(env: dict[str, str]) -> int:
         raise InputError(f"a shard runs in mode gate or record; mode {mode} takes no shard", key="input shard")
     client = _client(env, token)
     if mode == "report":
-        return _report_mode(env, ev, client, policy, report_path)
+        from gate.github.report_mode import report_mode
+
+        return report_mode(env, ev, client, policy, report_path)
 
     from gate.config.loader import load_spec
 
@@ -186,9 +153,15 @@ class Job:
 
         env, pull = self.env, self.pull
         head_sha = (pull.get("head") or {}).get("sha") or (None if pull else env.get("GITHUB_SHA"))
+        from gate.github.watch import run_kind
+
         options = RunOptions(commit=env.get("GITHUB_SHA"), pull_request=(pull.get("number"), head_sha),
                              secrets=[self.token] if self.token else [], max_duration_s=_seconds(action_input(env, "max-duration-s")),
-                             run_url=run_page_url(env))
+                             run_url=run_page_url(env), kind=run_kind(self.mode, env.get("GITHUB_EVENT_NAME", "")))
+        if self.mode == "watch":  # compared with the approved baseline; what changed, since the last passing scheduled run
+            from gate.core.records import last_passing
+
+            options = replace(options, changes_from=last_passing("schedule"))
         if self.client is None:
             return options
         from gate.github.history import ReadTolerant, RepoHistoryStore, baseline_chooser
@@ -196,8 +169,8 @@ class Job:
         self.store = RepoHistoryStore(self.client, path=action_input(env, "history-path", "rag-gate/history.jsonl"),
                                       branch=action_input(env, "history-branch", "rag-gate-history"))
         tolerant = self.mode == "gate" or (self.mode == "merge" and pull.get("number"))  # a PR's run never fails on the history
-        return replace(options, history_store=ReadTolerant(self.store) if tolerant else self.store,
-                       choose_baseline=baseline_chooser(self.client, (pull.get("base") or {}).get("sha")))
+        chooser = None if self.mode == "watch" else baseline_chooser(self.client, (pull.get("base") or {}).get("sha"))
+        return replace(options, history_store=ReadTolerant(self.store) if tolerant else self.store, choose_baseline=chooser)
 
     def run(self, config: str, report_path: str) -> tuple[Report, str]:
         """The report, and the mode to finish in (a merge finishes as one job would: gate on a PR, record on the default
@@ -228,13 +201,15 @@ class Job:
             else:
                 emit("error", message)
         set_outputs(env, {"verdict": report["verdict"], "report": report_path, "metrics": headline(report)})
-        if mode == "record" and self.store is not None:
+        if mode in ("record", "watch") and self.store is not None:
             with group("rag-gate: history"):
                 recorded = _record(env, self.store, report)
-            return code if recorded else max(code, EXIT_ERROR)
-        if mode == "record":
-            return max(code, fail(env, "rag-gate: history not recorded",
-                                  "mode record needs a github-token (and GITHUB_REPOSITORY) to write the history branch", code=EXIT_ERROR))
+            from gate.github.watch import after_recording
+
+            return after_recording(self, report, mode, code if recorded else max(code, EXIT_ERROR))
+        if mode in ("record", "watch"):
+            return max(code, fail(env, "rag-gate: history not recorded", f"mode {mode} needs a github-token (and GITHUB_REPOSITORY) "
+                                  "to write the history branch", code=EXIT_ERROR))
         if mode == "gate" and pr and client is not None:
             with group("rag-gate: PR comment"):
                 _comment(client, int(pr), report, policy)
@@ -318,66 +293,6 @@ def _record(env: Mapping[str, str], store: Any, report: Report) -> bool:
         return False
     print(f"rag-gate: recorded in the history ({store.branch}:{store.path})", flush=True)
     return True
-
-
-def _comment(client: Any, pr: int, report: Report, policy: str) -> None:
-    from gate.github.client import GitHubError, PermissionDenied
-
-    try:
-        print(f"rag-gate: {post_comment(client, pr, report, policy)}", flush=True)
-    except PermissionDenied:
-        emit("notice", "the token cannot comment (a fork's pull request has a read-only token): the comment was skipped. "
-                       "Use the workflow_run pattern of docs/action.md (fork pull requests) to comment on fork PRs.")
-    except GitHubError as exc:
-        emit("warning", f"the PR comment failed: {exc}")
-
-
-def _report_mode(env: Mapping[str, str], ev: Mapping[str, Any], client: Any, policy: str, report_path: str) -> int:
-    """Fork-safe follow-up: check the artifact's report and post the comment for the PR it belongs to."""
-    from gate.io.reports import check_document, load_json
-
-    path = Path(report_path)
-    if not path.is_file():
-        raise InputError("report artifact not found (download it with actions/download-artifact first)", file=report_path)
-    if path.stat().st_size > REPORT_ARTIFACT_LIMIT:
-        raise InputError(f"report is larger than {REPORT_ARTIFACT_LIMIT // (1024 * 1024)} MiB: refusing it", file=report_path)
-    report: Report = check_document(load_json(path, "report artifact"), "report", file=report_path)
-    run = report["run"]
-    workflow_run = ev.get("workflow_run") or {}
-    head = workflow_run.get("head_sha")
-    head_repo = (workflow_run.get("head_repository") or {}).get("full_name")
-    pr = run.get("pr")
-    if not isinstance(head, str) or not head:
-        raise InputError("the event has no workflow_run.head_sha: mode report runs in a workflow_run job", key="GITHUB_EVENT_PATH")
-    if not isinstance(head_repo, str) or not head_repo:
-        raise InputError("the event has no workflow_run.head_repository: mode report runs in a workflow_run job",
-                         key="GITHUB_EVENT_PATH")
-    if not isinstance(pr, int) or isinstance(pr, bool) or pr <= 0:
-        raise InputError("the report names no pull request (it was not made by a pull_request run)", file=report_path, key="run.pr")
-    if run.get("head_sha") != head:
-        raise InputError(f"the report's head commit {str(run.get('head_sha'))[:12]!r} is not the head commit {head[:12]} of the "
-                         "workflow run that produced it: refusing to comment", file=report_path, key="run.head_sha")
-    if not COMMENT_ID.fullmatch(str(run.get("comment_id") or "default")):
-        raise InputError("run.comment_id must match [A-Za-z0-9_.-]+", file=report_path, key="run.comment_id")
-    if client is None:
-        raise InputError("mode report needs a github-token that can write pull-request comments", key="input github-token")
-    current = client.pull_head(pr)
-    if current is None or current[0] != head:
-        now = "does not exist" if current is None else f"is now {current[0][:12]}"
-        raise InputError(f"pull request #{pr}'s head {now}, not {head[:12]}: refusing to comment on it", file=report_path, key="run.pr")
-    if current[1] != head_repo:
-        raise InputError(f"pull request #{pr}'s head is in {current[1] or 'a deleted repository'!r}, not in {head_repo!r} where the "
-                         "workflow run ran: refusing to comment on it", file=report_path, key="run.pr")
-    # the link to the run's artifacts: the run the event names (the fork's pull_request run), never the artifact's own
-    report["run"].pop("url", None)
-    page = run_page_url(env, str(workflow_run.get("id") or ""))  # no id: no link (this job's own run has no artifact)
-    if page:
-        report["run"]["url"] = page
-    append_file(env, "GITHUB_STEP_SUMMARY", summary_text(report))
-    _comment(client, pr, report, policy)
-    # the verdict the comment shows: recomputed from the gate decisions, never the artifact's own string
-    set_outputs(env, {"verdict": headline_verdict(report), "report": report_path, "metrics": headline(report)})
-    return 0  # the pull_request job's check carries the verdict; this job only comments
 
 
 if __name__ == "__main__":

@@ -182,6 +182,24 @@ class GitHubClient:
             return False
         return True
 
+    # -- issues ------------------------------------------------------------------------------
+    def open_issues(self) -> Iterator[dict[str, Any]]:
+        """Every open issue of the repository (pull requests, which the list also holds, left out), newest first."""
+        return (i for i in self._pages(f"{self._repo_path}/issues", {"state": "open", "per_page": 100}) if "pull_request" not in i)
+
+    def create_issue(self, title: str, body: str, labels: list[str]) -> dict[str, Any]:
+        """Open an issue (not retried: a 502 may hide an issue GitHub did open; the caller looks again)."""
+        resp = self._request("POST", f"{self._repo_path}/issues", body={"title": title, "body": body, "labels": labels}, retry=False)
+        return dict(self._json(resp))
+
+    def edit_issue(self, number: int, **fields: Any) -> dict[str, Any]:
+        return dict(self._json(self._request("PATCH", f"{self._repo_path}/issues/{int(number)}", body=fields)))
+
+    def add_comment(self, number: int, body: str) -> int:
+        """A new comment on issue or PR ``number`` (not retried, as create_issue); its id."""
+        resp = self._request("POST", f"{self._repo_path}/issues/{int(number)}/comments", body={"body": body}, retry=False)
+        return int(self._json(resp)["id"])
+
     # -- repository contents ----------------------------------------------------------------
     def read_file(self, path: str, branch: str) -> tuple[str, str] | None:
         """(text, blob sha) of ``path`` on ``branch``; None if the file or the branch does not exist."""

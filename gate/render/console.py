@@ -12,6 +12,8 @@ import shlex
 
 from gate.core.report import Report, StageResult
 from gate.render import VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages, rejection_miss, rejection_misses
+from gate.render.calibration import calibration_console
+from gate.render.changes import changes_console
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "SKIP", "": ""}
 
@@ -113,6 +115,7 @@ def render_console(report: Report, written: str | None = None) -> str:
         out.append(f"note: merged from {report['run']['shards']} shards")
     for err in report.get("errors", []):
         out.append(f"error: {err}")
+    out += changes_console(report) + [x for st in report.get("stages", {}).values() for x in calibration_console(st)]
     out += [f"where it broke: {entry['line']}" for entry in report.get("diagnosis", {}).get("layers", [])]
     c = gate_counts(report)
     out.append(f"rag-gate {VERDICT_TITLE[report['verdict']]}: {c['pass']} passed, {c['fail']} failed, "

@@ -22,6 +22,8 @@ from gate.render import (
     rejection_misses,
     run_page,
 )
+from gate.render.calibration import calibration_lines
+from gate.render.changes import changes_lines
 from gate.render.diagnosis import answer_check_cases, checks_note, diagnosed, where_it_broke
 from gate.render.escape import cell, code
 from gate.render.trend import render_trend
@@ -377,12 +379,12 @@ def render_summary(report: Report) -> str:
 
 
 def _render(report: Report, max_cases: int) -> str:
-    lines = [marker(report["run"]["comment_id"]), *_header(report), *where_it_broke(report)]
+    lines = [marker(report["run"]["comment_id"]), *_header(report), *where_it_broke(report), *changes_lines(report)]
     for name, stage in ordered_stages(report):
         lines += _stage_table(name, stage)
         retrieval = report["stages"].get("retrieval")
         lines += _worse_cases(name, stage, max_cases, retrieval.get("reference_k") if retrieval else None)
-        lines += answer_check_cases(stage, max_cases)
+        lines += answer_check_cases(stage, max_cases) + calibration_lines(stage)
         lines += _group_gates(stage, max_cases)
         lines += _breakdown(stage, max_cases)
         if name == "robustness" and stage["status"] != "skipped":

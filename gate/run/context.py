@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from gate.core.calibration import CalibrationSettings
+from gate.core.changes import summarise_system
 from gate.core.model import TargetOutput
-from gate.core.report import HistoryEntry, StageMeasurement, StoredRun
+from gate.core.report import HistoryEntry, StageMeasurement, StoredRun, SystemInfo
 from gate.judges import resolve_judge
 from gate.run.load import Loaded
 from gate.run.notes import passage_text_warning, pending_note, target_notes
@@ -58,6 +60,10 @@ class RunFacts:
     deadline_note: str | None = None  # how far the run got when max_duration_s ran out (a run error)
     run_url: str | None = None  # the CI run's page (the action), recorded in report.run.url
     corpus_ids: frozenset[str] | None = None  # the corpus's document ids (run --corpus): where it broke tells missing from unfound
+    system: SystemInfo | None = None  # what the answers said about the system
+    kind: str | None = None  # how the run came (report.run.kind)
+    changes_from: tuple[StoredRun, str] | None = None  # the run the changes are counted from, and its name in words
+    calibration: tuple[CalibrationSettings, dict[str, Any] | None] | None = None  # judge.calibration and its file
 
 
 def run_facts(loaded: Loaded, options: RunOptions, measured: Measured, duration_s: float, deadline_note: str | None) -> RunFacts:
@@ -68,5 +74,15 @@ def run_facts(loaded: Loaded, options: RunOptions, measured: Measured, duration_
                     history=loaded.history,  # every stage picks the runs it can compare with (gate.run.evaluate.gate_stages)
                     warnings=[*loaded.store.warnings, *([no_text] if no_text else []), *pending_note(loaded)],
                     target_kind=measured.target_kind, target_notes=target_notes(loaded.cases, measured.outputs, measured.unmatched),
-                    pull_request=options.pull_request, run_url=options.run_url, corpus_ids=loaded.corpus_ids)
+                    pull_request=options.pull_request, run_url=options.run_url, corpus_ids=loaded.corpus_ids,
+                    system=summarise_system(o.system for o in measured.outputs.values() if o.error is None), kind=options.kind,
+                    changes_from=changes_reference(loaded, options), calibration=loaded.calibration)
+
+
+def changes_reference(loaded: Loaded, options: RunOptions) -> tuple[StoredRun, str] | None:
+    """The run the changes are counted from: the one ``options.changes_from`` picks, else the baseline."""
+    chosen = options.changes_from(loaded.entries) if options.changes_from else None
+    if chosen is not None and chosen[0] is not None:
+        return chosen[0], chosen[1]
+    return (loaded.baseline, loaded.source) if loaded.baseline is not None else None
 

@@ -8,8 +8,11 @@ from collections.abc import Mapping, Sequence
 
 from gate import __version__
 from gate.config.spec import Spec
+from gate.core.calibration import apply_calibration
 from gate.core.cases import fingerprint as golden_fingerprint
 from gate.core.cases import groups
+from gate.core.changes import changes, stored_facts
+from gate.core.changes import facts as run_facts_of
 from gate.core.diagnosis import diagnosis_info
 from gate.core.digest import digest_json
 from gate.core.errors import EXIT_CODES
@@ -75,7 +78,9 @@ def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, Targ
             fingerprints[name] = with_judge(fingerprints[name], stage["judge"])
     by_groups = {**case_groups, "question_type": question_groups(cases, spec)}
     stages = gate_stages(spec, measured, facts, fingerprints, {c.id: c.question for c in cases}, by_groups)
+    trust = calibrated(stages, facts)
     errors, warnings = run_problems(spec, cases, outputs, stages, facts)
+    warnings += trust
     verdict = decide_verdict((s["status"] for s in stages.values()), errors)
     report: Report = {
         "schema_version": SCHEMA_VERSION, "verdict": verdict, "exit_code": EXIT_CODES[verdict], "errors": errors,
@@ -91,6 +96,7 @@ def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, Targ
     }
     if texts:
         report["texts"] = texts
+    with_changes(report, facts)
     found = diagnosis_info(stages, facts.baseline["stages"] if facts.baseline else None, facts.corpus_ids, spec.cutoff)
     if found is not None:
         report["diagnosis"] = found
@@ -172,7 +178,30 @@ def run_info(spec: Spec, facts: RunFacts) -> RunInfo:
         run["pr"], run["head_sha"] = facts.pull_request
     if facts.run_url:
         run["url"] = facts.run_url
+    if facts.system is not None:
+        run["system"] = facts.system
+    if facts.kind:
+        run["kind"] = facts.kind
     return run
+
+
+def calibrated(stages: dict[str, StageResult], facts: RunFacts) -> list[str]:
+    """Each judged stage's calibration against people's labels (judge.calibration), and the warnings it gives."""
+    if facts.calibration is None:
+        return []
+    settings, doc = facts.calibration
+    return [w for stage in stages.values() for w in apply_calibration(stage, doc, settings, facts.created_at)]
+
+
+def with_changes(report: Report, facts: RunFacts) -> None:
+    """``changes``: what differs between the reference run (``facts.changes_from``) and this one."""
+    if facts.changes_from is None:
+        return
+    reference, source = facts.changes_from
+    now = run_facts_of(report["fingerprints"], report["stages"], commit=report["run"]["commit"],
+                       tool_version=__version__, system=report["run"].get("system"))
+    report["changes"] = changes(stored_facts(reference), now)
+    report["changes_from"] = {"source": source, "created_at": reference.get("created_at"), "commit": reference.get("commit")}
 
 
 def baseline_info(spec: Spec, facts: RunFacts, fingerprints: dict[str, str]) -> BaselineInfo:

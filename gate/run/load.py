@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gate.config.loader import load_spec
 from gate.config.spec import Spec
+from gate.core.calibration import CalibrationSettings
 from gate.core.model import GoldenCase
 from gate.core.records import window
 from gate.core.report import HistoryEntry, StoredRun
@@ -32,6 +34,7 @@ class Loaded:
     deadline: Deadline
     pending: int = 0  # generated cases left out: they await review
     corpus_ids: frozenset[str] | None = None  # the corpus's document ids (--corpus), read before any question is sent
+    calibration: tuple[CalibrationSettings, dict[str, Any] | None] | None = None  # judge.calibration and its file (None: none)
 
     @property
     def history(self) -> list[HistoryEntry]:
@@ -58,4 +61,14 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
         source = f"{chosen[1]}; {COMMITTED}" if baseline else chosen[1]
     deadline = Deadline(options.max_duration_s if options.max_duration_s is not None else spec.data["max_duration_s"])
     corpus = frozenset(load_corpus_ids(Path(options.corpus))) if options.corpus else None
-    return Loaded(spec, cases, store, entries, baseline, source, deadline, len(everything) - len(cases), corpus)
+    return Loaded(spec, cases, store, entries, baseline, source, deadline, len(everything) - len(cases), corpus, calibration(spec))
+
+
+def calibration(spec: Spec) -> tuple[CalibrationSettings, dict[str, Any] | None] | None:
+    """The spec's judge.calibration and the file it names (None when the file does not exist yet)."""
+    settings = CalibrationSettings.read((spec.data.get("judge") or {}).get("calibration"))
+    if settings is None:
+        return None
+    from gate.io.calibration import read_calibration
+
+    return settings, read_calibration(spec.resolve(settings.file))

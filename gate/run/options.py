@@ -44,3 +44,5 @@ class RunOptions:
     choose_baseline: BaselineChooser | None = None  # picks the baseline from the history; None: the committed file
     progress: RunProgress | None = None
     corpus: str | None = None  # the corpus file (JSONL of {id, text}): a relevant id it lacks is diagnosed corpus_missing
+    kind: str | None = None  # how the run came (pr, push, schedule, ...): recorded in report.run.kind and the history
+    changes_from: BaselineChooser | None = None  # the run the changes are counted from (default: the baseline)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import Any, ClassVar, NamedTuple
 
+from gate.core.changes import read_system
 from gate.core.model import Answer, GoldenCase, Passage, RetrievedDoc, TargetOutput
 
 
@@ -65,7 +66,7 @@ def answer_field(obj: Any, field: str) -> str:
 
 
 DEFAULT_FIELDS = {"retrieved": "retrieved", "id": "id", "text": "text", "score": "score", "answer": "answer", "contexts": "contexts",
-                  "usage": "usage", "cached": "cached"}
+                  "usage": "usage", "cached": "cached", "system": "system"}
 
 
 def get_path(obj: Any, dotted: str) -> Any:
@@ -112,7 +113,7 @@ def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS
             score if type(score) is float else float(score) if type(score) is int and -1e300 < score < 1e300 else None,
         ))
     beside = Beside(get_path(obj, fields["answer"]), get_path(obj, fields["contexts"]), get_path(obj, fields["usage"]),
-                    get_path(obj, fields["cached"]))
+                    get_path(obj, fields["cached"]), get_path(obj, fields.get("system", "system")))
     return output_from(case_id, retrieved, beside, fields, latency_ms)
 
 
@@ -126,13 +127,14 @@ class Beside(NamedTuple):
     contexts: Any
     usage: Any
     cached: Any = None
+    system: Any = None
 
 
 def output_from(case_id: str, retrieved: Sequence[Passage], beside: Beside, fields: dict[str, str] = DEFAULT_FIELDS,
                 latency_ms: float | None = None) -> TargetOutput:
     """The TargetOutput of a ranked list and the answer, contexts and usage read beside it. Raises ValueError naming
     the field when the answer or the contexts are not what they must be."""
-    answer, contexts, usage, cached = beside
+    answer, contexts, usage, cached, system = beside
     if usage is not None and not isinstance(usage, dict):
         raise ValueError(f"{fields['usage']!r} must be an object of token counts (prompt_tokens, completion_tokens, total_tokens), "
                          f"got {type(usage).__name__}")
@@ -147,4 +149,5 @@ def output_from(case_id: str, retrieved: Sequence[Passage], beside: Beside, fiel
     return TargetOutput(
         case_id=case_id, retrieved=retrieved, answer=answer, contexts=contexts, latency_ms=latency_ms,
         usage=usage if isinstance(usage, dict) else None, cached=cached,
+        system=read_system(system, fields.get("system", "system")),
     )

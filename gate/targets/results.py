@@ -53,6 +53,7 @@ class _Line(msgspec.Struct, gc=False):
     noise: Any = None
     usage: Any = None
     cached: Any = None
+    system: Any = None
 
     get = object.__getattribute__  # row.get(key), as for a dict row: the field (in C)
 
@@ -61,7 +62,7 @@ class _LineOfIds(_Line):
     retrieved: list[_RankedId]  # type: ignore[assignment]
 
 
-_OPEN = ("noise", "usage", "cached")  # the fields that hold any JSON value
+_OPEN = ("noise", "usage", "cached", "system")  # the fields that hold any JSON value
 _ID, _SCORE = attrgetter("id"), attrgetter("score")
 
 
@@ -145,7 +146,7 @@ def _read_row(results: Results, case_id: str, row: Any, lineno: int) -> list[Inp
     errors = []
     try:
         if isinstance(row, _Line):
-            beside = Beside(row.answer, row.contexts, row.usage, row.cached)
+            beside = Beside(row.answer, row.contexts, row.usage, row.cached, row.system)
             results.outputs[case_id] = output_from(case_id, row.retrieved, beside, latency_ms=latency)
         else:
             results.outputs[case_id] = parse_output(case_id, row, latency_ms=latency)

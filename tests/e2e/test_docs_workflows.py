@@ -100,9 +100,11 @@ class DocWorkflow:
     @property
     def kind(self) -> str:
         """What the workflow is for: `gate` (pull requests), `shards`, `record` (the default branch), `comment` (the
-        fork-safe follow-up)."""
+        fork-safe follow-up), `watch` (scheduled runs)."""
         if "workflow_run" in self.events:
             return "comment"
+        if "schedule" in self.events:
+            return "watch"
         if "push" in self.events:
             return "record"
         if any("shard" in (step.get("with") or {}) for _, step in self.steps()):
@@ -156,7 +158,7 @@ def of_kind(workflows: list[DocWorkflow], kind: str) -> list[DocWorkflow]:
 def test_every_workflow_of_the_docs_is_one_this_module_runs(workflows: list[DocWorkflow], tmp_path: Path) -> None:
     kinds = {w.name: w.kind for w in workflows}
     assert "unknown" not in kinds.values(), f"a workflow of the docs this module does not know how to run: {kinds}"
-    assert {"gate", "shards", "record", "comment"} <= set(kinds.values()), kinds
+    assert {"gate", "shards", "record", "comment", "watch"} <= set(kinds.values()), kinds
     for w in workflows:
         assert w.rag_gate_steps(), f"{w.name} does not use the action"
         local_repositories(w, tmp_path)  # every remote action has a stand-in
@@ -583,3 +585,100 @@ def test_the_fork_follow_up_comments_from_the_pull_request_runs_artifact_under_a
         assert run.code == 0 and set(run.jobs.values()) == {"success"}, run.tail()
         (comment,) = gh.comments(22, "owner/repo")
         assert "<!-- rag-gate:comment" in comment["body"] and "hit_rate@5" in comment["body"]
+
+
+WATCH_MARKER = "<!-- rag-gate:watch id=default -->"
+
+
+def _bot_issues(gh: GitHubServer) -> list[dict[str, Any]]:
+    return [i for i in gh.issues("owner/repo") if i["user"]["login"] == "github-actions[bot]"]
+
+
+def _scheduled(act: str, repo: Path, w: DocWorkflow, action_tree: Path, store: Path, gh: GitHubServer, rag_url: str,
+               run_id: int) -> Run:
+    event = {"schedule": "17 6 * * 1", "repository": {"full_name": "owner/repo", "default_branch": "main"}}
+    return run_workflow(act, repo, w, action_tree, store, gh, event_name="schedule", event=event, run_id=run_id,
+                        env={"RAG_URL": rag_url, "GITHUB_SERVER_URL": "https://github.com"})
+
+
+@pytest.mark.docker
+def test_the_watch_workflows_open_update_and_close_one_issue_under_act(act: str, workflows: list[DocWorkflow], action_tree: Path,
+                                                                      tmp_path: Path) -> None:
+    """Each scheduled workflow of the docs as printed: a pass (recorded), a failing run after the service's model
+    changed (one issue: what changed first, the report, the run's link), two failing runs at once (still one issue:
+    edited, two comments), a pass (commented "recovered", closed). A person's issue quoting the marker is never
+    touched."""
+    for i, w in enumerate(of_kind(workflows, "watch")):
+        timeline = _watch_scenario(act, w, action_tree, tmp_path / f"w{i}")
+        print(f"{w.name}: watch issue timeline:", "; ".join(timeline))
+
+
+def _watch_scenario(act: str, w: DocWorkflow, action_tree: Path, tmp_path: Path) -> list[str]:
+    from tests.support.markup import render
+
+    tmp_path.mkdir(parents=True)
+    store = tmp_path / "store"
+    store.mkdir()
+    repo = make_repo(tmp_path, w, "${RAG_URL}")
+    timeline: list[str] = []
+    with GitHubServer(repos=("owner/repo",)) as gh, \
+            contextlib.contextmanager(serve_quickrag)(env={"QUICKRAG_MODEL": "answerer-2025-06"}) as old, \
+            contextlib.contextmanager(serve_quickrag)(env={"QUICKRAG_MODEL": "answerer-2025-11"}) as new:
+        human = gh.add_issue("is rag-gate watching?", f"quoting {WATCH_MARKER}", login="octocat")
+        run = _scheduled(act, repo, w, action_tree, store, gh, old, next(RUN_IDS))
+        assert run.code == 0 and set(run.jobs.values()) == {"success"}, run.tail()
+        assert "rag-gate: passed: no open watch issue" in run.log and _bot_issues(gh) == []
+
+        set_gate(repo, "0.99")
+        failing = next(RUN_IDS)
+        run = _scheduled(act, repo, w, action_tree, store, gh, new, failing)
+        assert run.code != 0 and set(run.jobs.values()) == {"failure"}, run.tail()
+        (issue,) = _bot_issues(gh)
+        timeline.append(f"created #{issue['number']}")
+        body = issue["body"].splitlines()
+        assert body[0] == WATCH_MARKER and body[1].startswith("**What changed** since the last passing scheduled run")
+        assert body[3] == "- `system.model`: answerer-2025-06 → answerer-2025-11", body[:6]
+        assert f"[the run and its artifacts](https://github.com/owner/repo/actions/runs/{failing})" in issue["body"]
+        labels = next(str(st["with"].get("issue-labels", "rag-gate")) for _, st in w.rag_gate_steps())
+        assert [x["name"] for x in issue["labels"]] == labels.split(",")
+        html = render(issue["body"])
+        assert "<img" not in html and "<script" not in html and "rag-gate failed" in html
+        if any(st["with"].get("dashboard") for _, st in w.rag_gate_steps()):
+            assert any(artifact(store, failing, "*").parent.parent.glob("*/files/rag-gate-dashboard.html"))
+
+        # two failing runs started at once, from two checkouts; act names a job's container after the workflow's name and
+        # the job's, so the second checkout's copy of the workflow is renamed (on GitHub the workflow's concurrency group
+        # would queue the second run: here they overlap, the harder case)
+        ids = [next(RUN_IDS), next(RUN_IDS)]
+        twin = tmp_path / "twin" / "repo"
+        shutil.copytree(repo, twin, symlinks=True)
+        twin_wf = twin / ".github" / "workflows" / "docs.yml"
+        name, text = w.doc.get("name"), twin_wf.read_text()
+        twin_wf.write_text(text.replace(f"name: {name}\n", f"name: {name} (twin)\n", 1) if name else f"name: (twin)\n{text}")
+        assert "(twin)" in twin_wf.read_text()
+        runs: dict[int, Run] = {}
+        import threading
+
+        threads = [threading.Thread(target=lambda i=i, r=r: runs.__setitem__(i, _scheduled(act, r, w, action_tree, store, gh, new, i)))
+                   for i, r in zip(ids, (repo, twin), strict=True)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=900)
+        assert all(runs[i].code != 0 for i in ids), [runs[i].tail() for i in ids]
+        (issue,) = _bot_issues(gh)
+        assert len(issue["comments_list"]) == 2 and all(c["body"].startswith("Still failing") for c in issue["comments_list"])
+        timeline += ["edited, commented", "edited, commented"]
+
+        set_gate(repo, "0.80")
+        run = _scheduled(act, repo, w, action_tree, store, gh, new, next(RUN_IDS))
+        assert run.code == 0, run.tail()
+        (issue,) = _bot_issues(gh)
+        assert issue["state"] == "closed" and issue["comments_list"][-1]["body"].startswith("Recovered")
+        timeline += ["commented recovered", "closed"]
+        (still,) = [i for i in gh.issues("owner/repo") if i["number"] == human["number"]]
+        assert still["body"] == human["body"] and still["state"] == "open" and still["comments_list"] == []
+        entries = [json.loads(ln) for ln in (gh.file("rag-gate/history.jsonl", "rag-gate-history", "owner/repo") or "").splitlines()]
+        assert [e["kind"] for e in entries] == ["schedule"] * 5 and [e["verdict"] for e in entries] == ["pass", "fail", "fail", "fail", "pass"]
+    (tmp_path / "watch-timeline.txt").write_text("\n".join(timeline) + "\n")
+    return timeline

@@ -406,7 +406,7 @@ def test_report_mode_refuses_a_forged_report(gh, tmp_path):
 @pytest.mark.parametrize(
     ("inputs", "said"),
     [
-        ({"mode": "bogus"}, "input mode: must be one of gate, record, report, merge, got 'bogus'"),
+        ({"mode": "bogus"}, "input mode: must be one of gate, record, report, merge, watch, got 'bogus'"),
         ({"comment": "sometimes"}, "input comment: must be one of always, on-failure, never, got 'sometimes'"),
         ({"config": "missing.yml"}, "missing.yml"),
     ],

@@ -127,7 +127,7 @@ def test_report_mode_posts_text_only_and_the_recomputed_headline(artifact, tmp_p
         assert r.code == 0, str(r)
         (comment,) = gh.comments(PR, REPO)
     body = comment["body"]
-    assert body.count("evil.example") > 20 and "victim-user" in body  # the hostile text is there, shown as text
+    assert body.count("evil.example") > 15 and "victim-user" in body  # the hostile text is there (which payload lands where moves with the fields), shown as text
     assert inert_problems(body) == []
     assert headline(body) == f"❌ rag-gate failed: {failed} of {total} gates failed"
     assert "passed" not in headline(body)

@@ -16,6 +16,10 @@ GitHub's response shapes, status codes and error bodies:
     GET    /repos/{o}/{r}/commits?sha=&per_page=&page=    first-parent history, newest first
     GET    /repos/{o}/{r}/commits/{sha}                   minimal commit | 422
     GET    /repos/{o}/{r}/pulls/{n}                       pull request (number, state, head/base sha and ref) | 404
+    GET    /repos/{o}/{r}/issues?state=&labels=&creator=  issues (and pull requests, with a "pull_request" key), newest first
+    POST   /repos/{o}/{r}/issues                          201 issue (title, body, labels: unknown labels are created)
+    GET    /repos/{o}/{r}/issues/{n}                      issue | 404 | 410 deleted
+    PATCH  /repos/{o}/{r}/issues/{n}                      200 issue (title, body, state, state_reason, labels)
 
     with GitHubServer() as gh:        # gh.api_url, gh.requests, gh.count(status=409), ...
         client = GitHubClient(gh.api_url, WRITE_TOKEN, gh.repo)
@@ -162,6 +166,8 @@ class Repo:
     blobs: dict[str, bytes] = field(default_factory=dict)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> comment (with "issue")
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)  # number -> {"head": (sha, ref, fork), "base": (sha, ref)}
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)  # number -> issue (pull requests are not in it)
+    labels: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> label
 
 
 class _Reply(Exception):
@@ -214,6 +220,7 @@ class GitHubServer(StandIn):
         self._held = 0
         self._barrier: threading.Barrier | None = None
         self._barrier_timeout = 20.0
+        self._hold_path = re.compile(r"/contents/")
         self.repos: dict[str, Repo] = {}
         for name in repos:
             self.add_repo(name)
@@ -286,6 +293,25 @@ class GitHubServer(StandIn):
             r = self._repo(repo)
             r.pulls[number] = {"head": (head_sha, head_ref, fork), "base": (base_sha, base_ref or r.default_branch)}
 
+    def add_issue(self, title: str, body: str, login: str = "octocat", *, labels: Iterable[str] = (), state: str = "open",
+                  repo: str | None = None) -> dict[str, Any]:
+        """An issue opened by ``login`` (a human by default; ``github-actions[bot]`` for the job token's own)."""
+        with self._lock:
+            r = self._repo(repo)
+            who = BOT if login == BOT["login"] else {"login": login, "id": 583231, "type": "User"}
+            issue = _new_issue(r, title, body, who, list(labels), f"{self.base_url}{self.prefix}")
+            if state == "closed":
+                issue["state"], issue["closed_at"], issue["state_reason"] = "closed", _now(), "completed"
+            return dict(issue)
+
+    def issues(self, repo: str | None = None) -> list[dict[str, Any]]:
+        """Every issue, oldest first, with its comments under "comments_list"."""
+        with self._lock:
+            r = self._repo(repo)
+            return [{**i, "labels": [dict(x) for x in i["labels"]],
+                     "comments_list": [self._public(c) for c in r.comments.values() if c["issue"] == n]}
+                    for n, i in sorted(r.issues.items())]
+
     def comments(self, issue: int, repo: str | None = None) -> list[dict[str, Any]]:
         with self._lock:
             return [self._public(c) for c in self._repo(repo).comments.values() if c["issue"] == issue]
@@ -302,11 +328,14 @@ class GitHubServer(StandIn):
         with self._lock:
             self._conflict_storm = n
 
-    def hold_reads(self, n: int, timeout: float = 20.0) -> None:
-        """The next ``n`` contents GETs are answered only once all ``n`` have been read (or ``timeout`` passed): every
-        one of them sees the same version of the file, as concurrent writers that all read before anyone writes."""
+    def hold_reads(self, n: int, timeout: float = 20.0, *, path: str = r"/contents/", rounds: int = 1) -> None:
+        """The next ``n`` GETs of ``path`` (a regex searched in the path after /repos/{o}/{r}; default the contents) are
+        answered only once all ``n`` have been read (or ``timeout`` passed): every one of them sees the same state, as
+        concurrent writers that all read before anyone writes (``path=r"/issues$"``: runs that all list the issues
+        before any opens one). ``rounds``: so many times over, ``n`` readers each time."""
         with self._lock:
-            self._held = n
+            self._held = n * rounds
+            self._hold_path = re.compile(path)
             self._barrier = threading.Barrier(n)
             self._barrier_timeout = timeout
 
@@ -353,7 +382,8 @@ class GitHubServer(StandIn):
         if fault is not None and fault.action.kind == "drop":
             h.drop()
             return
-        barrier = self._take_hold() if h.command == "GET" and re.search(r"^/repos/[^/]+/[^/]+/contents/", path) else None
+        held = h.command == "GET" and (m := re.match(r"^/repos/[^/]+/[^/]+(/.*)$", path)) and self._hold_path.search(m[1])
+        barrier = self._take_hold() if held else None
         if fault is not None and not fault.action.after:
             code, payload, headers = self._fault_reply(fault.action, auth)
         else:
@@ -676,10 +706,117 @@ def _get_pull(c: _Ctx, number: str, *, accept: str) -> Reply:
                  "head": side(head_sha, head_ref, head_repo), "base": side(base_sha, base_ref, c.repo.full_name)}, {}
 
 
+def _next_number(repo: Repo) -> int:
+    """Issues and pull requests share one sequence of numbers."""
+    return max([0, *repo.issues, *repo.pulls]) + 1
+
+
+def _label(repo: Repo, name: Any) -> dict[str, Any]:
+    if not isinstance(name, str) or not name.strip() or len(name) > 50:
+        raise _error(422, "Validation Failed", errors=[{"resource": "Label", "code": "invalid", "field": "name"}])
+    if name not in repo.labels:
+        lid = 7_000_000 + len(repo.labels)
+        repo.labels[name] = {"id": lid, "node_id": f"LA_{lid}", "name": name, "color": "ededed", "default": False, "description": None}
+    return dict(repo.labels[name])
+
+
+def _new_issue(repo: Repo, title: str, body: str, user: dict[str, Any], labels: list[Any], base: str) -> dict[str, Any]:
+    number, now = _next_number(repo), _now()
+    issue = {
+        "id": 9_000_000 + number, "node_id": f"I_kwDO{number:08d}", "number": number, "title": title, "body": body,
+        "user": dict(user), "labels": [_label(repo, x) for x in labels], "state": "open", "state_reason": None, "locked": False,
+        "assignees": [], "milestone": None, "comments": 0, "created_at": now, "updated_at": now, "closed_at": None,
+        "author_association": "NONE" if user["type"] == "Bot" else "OWNER",
+        "url": f"{base}/repos/{repo.full_name}/issues/{number}", "html_url": f"https://github.com/{repo.full_name}/issues/{number}",
+        "comments_url": f"{base}/repos/{repo.full_name}/issues/{number}/comments",
+    }
+    repo.issues[number] = issue
+    return issue
+
+
+def _issue_out(c: _Ctx, issue: dict[str, Any]) -> dict[str, Any]:
+    count = sum(1 for cm in c.repo.comments.values() if cm["issue"] == issue["number"])
+    return {**issue, "labels": [dict(x) for x in issue["labels"]], "comments": count}
+
+
+def _list_issues(c: _Ctx, *, accept: str) -> Reply:
+    state = c.query.get("state", "open")
+    if state not in ("open", "closed", "all"):
+        raise _error(422, "Validation Failed", errors=[{"resource": "Issue", "code": "invalid", "field": "state"}])
+    wanted = [x for x in c.query.get("labels", "").split(",") if x]
+    creator = c.query.get("creator")
+    items = []
+    for issue in sorted(c.repo.issues.values(), key=lambda i: i["number"], reverse=True):  # newest first, as GitHub sorts
+        names = {x["name"] for x in issue["labels"]}
+        if (state == "all" or issue["state"] == state) and all(w in names for w in wanted) \
+                and (creator is None or issue["user"]["login"] == creator):
+            items.append(_issue_out(c, issue))
+    return c.page(items, f"/repos/{c.repo.full_name}/issues")
+
+
+def _check_issue_text(c: _Ctx, key: str, limit: int) -> str:
+    value = c.body.get(key) if isinstance(c.body, dict) else None
+    if not isinstance(value, str) or len(value) > limit:
+        raise _error(422, "Validation Failed", errors=[{"resource": "Issue", "code": "custom", "field": key,
+                                                        "message": f"{key} is too long (maximum is {limit} characters)"}])
+    return value
+
+
+def _create_issue(c: _Ctx, *, accept: str) -> Reply:
+    title = _check_issue_text(c, "title", 256) if isinstance(c.body, dict) and "title" in c.body else c.field("title")
+    body = _check_issue_text(c, "body", MAX_COMMENT) if isinstance(c.body, dict) and c.body.get("body") is not None else ""
+    labels = c.body.get("labels") or []
+    if not isinstance(labels, list):
+        raise _error(422, "Invalid request.\n\nFor 'properties/labels', is not an array.")
+    issue = _new_issue(c.repo, title, body, c.identity(), labels, c.base)
+    return 201, _issue_out(c, issue), {"Location": issue["url"]}
+
+
+def _issue(c: _Ctx, number: str) -> dict[str, Any]:
+    issue = c.repo.issues.get(int(number))
+    if issue is None:
+        raise _error(404, "Not Found")
+    return issue
+
+
+def _get_issue(c: _Ctx, number: str, *, accept: str) -> Reply:
+    return 200, _issue_out(c, _issue(c, number)), {}
+
+
+def _update_issue(c: _Ctx, number: str, *, accept: str) -> Reply:
+    issue = _issue(c, number)
+    body = c.body if isinstance(c.body, dict) else {}
+    if "title" in body:
+        issue["title"] = _check_issue_text(c, "title", 256)
+    if "body" in body:
+        issue["body"] = _check_issue_text(c, "body", MAX_COMMENT)
+    if "labels" in body:
+        issue["labels"] = [_label(c.repo, x) for x in body["labels"] or []]
+    if "state" in body:
+        if body["state"] not in ("open", "closed"):
+            raise _error(422, "Validation Failed", errors=[{"resource": "Issue", "code": "invalid", "field": "state"}])
+        if body["state"] != issue["state"]:
+            issue["state"] = body["state"]
+            issue["closed_at"] = _now() if body["state"] == "closed" else None
+            issue["state_reason"] = body.get("state_reason") or ("completed" if body["state"] == "closed" else "reopened")
+    issue["updated_at"] = _now()
+    return 200, _issue_out(c, issue), {}
+
+
+def _create_issue_comment(c: _Ctx, issue: str, *, accept: str) -> Reply:
+    if int(issue) not in c.repo.issues and int(issue) not in c.repo.pulls and c.repo.issues:
+        raise _error(404, "Not Found")  # a number that is neither (the PR-comment tests use numbers never registered)
+    return _create_comment(c, issue, accept=accept)
+
+
 _ROUTES: list[tuple[str, str, Callable[..., Reply]]] = [
     ("GET", r"", _get_repo),
     ("GET", r"/issues/(\d+)/comments", _list_comments),
-    ("POST", r"/issues/(\d+)/comments", _create_comment),
+    ("POST", r"/issues/(\d+)/comments", _create_issue_comment),
+    ("GET", r"/issues", _list_issues),
+    ("POST", r"/issues", _create_issue),
+    ("GET", r"/issues/(\d+)", _get_issue),
+    ("PATCH", r"/issues/(\d+)", _update_issue),
     ("GET", r"/issues/comments/(\d+)", _get_comment),
     ("PATCH", r"/issues/comments/(\d+)", _update_comment),
     ("DELETE", r"/issues/comments/(\d+)", _delete_comment),

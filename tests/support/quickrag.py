@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,11 +11,13 @@ from pathlib import Path
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 
 
-def serve_quickrag(*flags: str) -> Iterator[str]:
-    """Start the service (flags such as --gullible, --never-refuse), yield its URL, stop it."""
+def serve_quickrag(*flags: str, env: dict[str, str] | None = None, port: int = 0, cwd: Path = QUICKSTART) -> Iterator[str]:
+    """Start the service (flags such as --gullible, --never-refuse; ``env`` such as QUICKRAG_MODEL or QUICKRAG_CORPUS,
+    which replace the caller's QUICKRAG_* variables; ``cwd``: a copy of the quickstart), yield its URL, stop it."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("QUICKRAG_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "quickrag", "serve", "--host", "127.0.0.1", "--port", "0", *flags],
-        cwd=QUICKSTART, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "quickrag", "serve", "--host", "127.0.0.1", "--port", str(port), *flags],
+        cwd=cwd, stdout=subprocess.PIPE, text=True, env={**base, **(env or {})},
     )
     try:
         line = proc.stdout.readline().strip()  # type: ignore[union-attr]

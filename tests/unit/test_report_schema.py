@@ -45,7 +45,8 @@ MIRRORS = {
     "StageMeasurement": "stage_measurement", "ShardInfo": "shard_info", "PartPassage": "part_passage", "PartOutput": "part_output",
     "PartRun": "part_run", "Part": "part", "GroupGate": "group_gate", "FailedCheck": "failed_check",
     "AnswerCheckCase": "answer_check_case", "AnswersInfo": "answers_info", "CaseDiagnosis": "case_diagnosis",
-    "LayerSummary": "layer_summary", "DiagnosisInfo": "diagnosis_info",
+    "LayerSummary": "layer_summary", "DiagnosisInfo": "diagnosis_info", "SystemInfo": "system_info", "Change": "change",
+    "ChangesFrom": "changes_from", "HumanScale": "human_scale", "CalibrationInfo": "calibration_info",
 }
 
 

@@ -123,7 +123,15 @@ def answer(question: str, k: int = 5, mode: str = "normal") -> dict[str, Any]:
     sentence = None
     if mode == "never_refuse" or (hits and hits[0].score >= MIN_SCORE):
         sentence = _answer_sentence(question, contexts, mode)
-    return {"retrieved": retrieved, "answer": sentence or REFUSAL, "contexts": contexts}
+    return {"retrieved": retrieved, "answer": sentence or REFUSAL, "contexts": contexts, "system": system_facts(mode)}
+
+
+def system_facts(mode: str = "normal") -> dict[str, Any]:
+    """What the service says about itself with every answer (rag-gate lists what changed between two runs): its
+    answering model (``QUICKRAG_MODEL``, default the extractive answerer and its mode) and how many passages its index
+    holds."""
+    model = os.environ.get("QUICKRAG_MODEL") or f"quickrag-extractive-{mode}"
+    return {"model": model, "documents": len(default_index().passages)}
 
 
 def answer_from_contexts(question: str, contexts: list[str], mode: str = "normal") -> dict[str, Any]:
