@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from gate.core.errors import InputError
+from gate.core.errors import EXIT_ERROR, InputError, RagGateError
 
 KINDS = ("schedule", "dispatch", "deployment", "push")
 
@@ -41,8 +42,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise InputError("is a folder: give the alert file's path", file=str(alert), key="--alert")
     options = RunOptions(commit=os.environ.get("GITHUB_SHA") or os.environ.get("CI_COMMIT_SHA"), kind=args.kind,
                          changes_from=last_passing(args.kind))
-    report = run_and_write(args.config, Destinations(args.report, args.markdown, args.junit, args.html), options,
-                           show_progress=not args.no_progress, quiet=args.quiet)
+    try:
+        report = run_and_write(args.config, Destinations(args.report, args.markdown, args.junit, args.html), options,
+                               show_progress=not args.no_progress, quiet=args.quiet)
+    except RagGateError as exc:
+        if alert is not None and exc.exit_code == EXIT_ERROR:  # the service or the judge down: what a watch is for
+            _unfinished(alert, args.config, exc)
+        raise
     if not args.no_record and report["verdict"] != "error":
         from gate.config.loader import load_spec
         from gate.io.history import LocalHistoryStore
@@ -55,6 +61,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if alert is not None:
         _alert(alert, report, args.quiet)
     return report["exit_code"]
+
+
+def _unfinished(path: Path, config: str, exc: RagGateError) -> None:
+    from gate.config.loader import load_spec
+    from gate.io.files import write_text
+    from gate.render.watch import unfinished_issue
+
+    watch_id = str(load_spec(config, unset_ok=True).data["report"]["comment_id"])
+    write_text(path, unfinished_issue(watch_id, exc.message, exc.hint, None), what="alert")
+    print(f"the run could not complete: alert written to {path}", file=sys.stderr)
 
 
 def _alert(path: Path, report: Any, quiet: bool) -> None:

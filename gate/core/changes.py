@@ -113,10 +113,10 @@ def stored_facts(reference: StoredRun) -> dict[str, Any]:
 def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
     """Every key whose value differs, in ``after``'s order then the keys only ``before`` has. Not a change: a key
     neither run knows; ``commit`` or ``rag_gate`` unknown on either side (a run outside CI, a reference written before
-    rag-gate kept its version); ``system.*`` when the reference kept no system at all (made before it was kept, or
-    from a target that says nothing of itself); a judge or stage fingerprint only one side has (the stage's own lines
+    rag-gate kept its version); ``system.*`` when either run kept no system at all (a reference made before it was
+    kept, a target that says nothing of itself); a judge or stage fingerprint only one side has (the stage's own lines
     say it was added or removed)."""
-    knows_system = any(k.startswith("system.") for k in before)
+    knows_system = any(k.startswith("system.") for k in before) and any(k.startswith("system.") for k in after)
     out: list[Change] = []
     for key in [*after, *(k for k in before if k not in after)]:
         old, new = before.get(key), after.get(key)

@@ -6,7 +6,7 @@ One per-case shape, ``CaseResult``, is shared by all three: a report's stage lis
 looked at; a baseline and a history entry keep the cases that have scores.
 """
 
-from typing import Literal, NotRequired, Required, TypedDict
+from typing import Any, Literal, NotRequired, Required, TypedDict
 
 # The format of report.json, the baseline file and history entries (one version for all three).
 #   1  the first format. Baselines and history entries written before the typed report kept per-case
@@ -530,6 +530,9 @@ class PartOutput(TypedDict):
     contexts: list[str]
     latency_ms: float | None
     error: str | None
+    usage: NotRequired[dict[str, Any]]  # the RAG system's own token counts
+    cached: NotRequired[bool]  # it answered from its own cache
+    system: NotRequired[dict[str, str | float | int]]  # what it said about itself
 
 
 class PartRun(TypedDict):

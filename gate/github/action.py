@@ -135,7 +135,14 @@ def _main(env: dict[str, str]) -> int:
     job = Job(env, ev, client, token, mode)
     if shard:
         return _shard(env, config, shard, report_path, job.options())
-    report, mode = job.run(config, report_path)
+    try:
+        report, mode = job.run(config, report_path)
+    except RagGateError as exc:
+        if mode == "watch" and client is not None and exc.exit_code == EXIT_ERROR:  # the service is down: what a watch is for
+            from gate.github.watch import alert_unfinished
+
+            alert_unfinished(job, config, exc)
+        raise
     return job.finish(report, mode, report_path, policy)
 
 

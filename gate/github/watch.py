@@ -223,3 +223,26 @@ def _dashboard(job: Any, env: Mapping[str, str]) -> None:
     if branch:
         publish_dashboard(job.client, branch, page)
         print(f"rag-gate: dashboard committed to {branch}:index.html", flush=True)
+
+
+def alert_unfinished(job: Any, config: str, exc: Any) -> None:
+    """Mode watch, when the run could not complete (exit 3: the service or the judge unreachable): the issue says so,
+    opened or updated as for a failing run. Whatever goes wrong here is a warning: the run's own error is the job's."""
+    from gate.config.loader import load_spec
+    from gate.github.commands import action_input, emit, group
+    from gate.github.comment import run_page_url
+    from gate.render.watch import unfinished_issue
+
+    env, client = job.env, job.client
+    with group("rag-gate: watch issue"):
+        try:
+            watch_id = str(load_spec(config, unset_ok=True).data["report"]["comment_id"])
+            page = run_page_url(env)
+            body = unfinished_issue(watch_id, exc.message, exc.hint, page)
+            issues = WatchIssues(client, watch_id, labels=issue_labels(action_input(env, "issue-labels", "rag-gate")),
+                                 claim_branch=action_input(env, "history-branch", "rag-gate-history"))
+            run_id = f"{env.get('GITHUB_RUN_ID', '')}.{env.get('GITHUB_RUN_ATTEMPT', '')}.{os.getpid()}"
+            done = issues.alert(f"rag-gate watch: {config[-120:]} could not run", body, body.split("\n", 1)[1], run_id=run_id)
+            print(f"rag-gate: the run could not complete: {done.action} the watch issue #{done.number}", flush=True)
+        except Exception as failure:  # noqa: BLE001 (never hide the run's own error behind this one)
+            emit("warning", f"the watch issue could not be written: {type(failure).__name__}: {str(failure)[:300]}")

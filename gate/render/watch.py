@@ -40,6 +40,15 @@ def render_issue(report: Report, watch_id: str, limit: int = COMMENT_LIMIT) -> s
     return prefix + rest
 
 
+def unfinished_issue(watch_id: str, message: str, hint: str | None, page: str | None) -> str:
+    """The issue body of a watch run that could not complete (the service unreachable, the judge down): no report."""
+    lines = [watch_marker(watch_id), "## ❌ rag-gate could not complete the watch run", "", f"> [!CAUTION]\n> {cell(message, 2000)}", ""]
+    if hint:
+        lines += [f"Hint: {cell(hint, 500)}", ""]
+    lines.append(f"[The run and its log]({page})." if page else "The run's log says more.")
+    return ("\n".join(lines) + "\n")[:COMMENT_LIMIT]
+
+
 def failing_comment(report: Report) -> str:
     """The comment a watch run adds to the open issue when it fails again."""
     lines = [f"Still failing: {cell(headline(report), 300)}", "", *changes_lines(report), *_run_line(report)]

@@ -154,7 +154,7 @@ def merge_robustness(settings: RobustnessSettings, cases: Sequence[GoldenCase], 
 
 def _target_output(o: PartOutput) -> TargetOutput:
     return TargetOutput(o["id"], [RetrievedDoc(d["id"], d["text"], d["score"]) for d in o["retrieved"]], o["answer"],
-                        list(o["contexts"]), o["latency_ms"], o["error"])
+                        list(o["contexts"]), o["latency_ms"], o["error"], o.get("usage"), o.get("cached"), o.get("system"))
 
 
 def merge(config: str, paths: Sequence[str], options: RunOptions | None = None) -> Report:

@@ -76,5 +76,12 @@ def run_shard(config: str, shard: tuple[int, int], options: RunOptions | None = 
 
 
 def _part_output(out: TargetOutput) -> PartOutput:
-    return {"id": out.case_id, "retrieved": [{"id": d.id, "text": d.text, "score": d.score} for d in out.retrieved],
-            "answer": out.answer, "contexts": list(out.contexts), "latency_ms": out.latency_ms, "error": out.error}
+    part: PartOutput = {"id": out.case_id, "retrieved": [{"id": d.id, "text": d.text, "score": d.score} for d in out.retrieved],
+                        "answer": out.answer, "contexts": list(out.contexts), "latency_ms": out.latency_ms, "error": out.error}
+    if out.usage is not None:  # the health metrics and what changed: the merge measures them from the parts too
+        part["usage"] = {k: v for k, v in out.usage.items() if isinstance(v, int | float) and not isinstance(v, bool)}  # the counts
+    if out.cached is not None:
+        part["cached"] = out.cached
+    if out.system is not None:
+        part["system"] = out.system
+    return part

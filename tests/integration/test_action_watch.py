@@ -167,3 +167,20 @@ def test_the_dashboard_is_written_beside_the_report_and_committed_to_the_pages_b
     data = json.loads(re.search(r'<script type="application/json" id="[^"]+">(.*?)</script>', page, re.S)[1])
     assert len(data["runs"]) == 2 and {run["kind"] for run in data["runs"]} == {"schedule"}
     assert "Content-Security-Policy" in page
+
+
+def test_a_watch_run_that_cannot_reach_the_service_opens_the_issue_saying_so(gh, tmp_path):
+    ws = workspace(tmp_path)
+    spec = (ws / "rag-eval.yml").read_text(encoding="utf-8")
+    start, end = spec.index("target:\n"), spec.index("  k: 10\n")
+    (ws / "rag-eval.yml").write_text(spec[:start] + "target:\n  http:\n    url: http://127.0.0.1:9/query\n" + spec[end:], encoding="utf-8")
+    r = watch(gh, ws, 601)
+    assert r.code == 3, str(r)
+    (issue,) = ours(gh)
+    body = issue["body"].splitlines()
+    assert body[0] == MARKER and body[1] == "## ❌ rag-gate could not complete the watch run"
+    assert "connection refused" in issue["body"].lower() and "actions/runs/601" in issue["body"]
+    assert history(gh) == []  # a run that did not complete is not recorded
+    (ws / "rag-eval.yml").write_text(spec, encoding="utf-8")  # the service is back: the next run passes and closes it
+    assert watch(gh, ws, 602).code == 0
+    assert [i["state"] for i in ours(gh)] == ["closed"]

@@ -99,7 +99,10 @@ def results(version: int) -> str:
         line: dict[str, Any] = {"id": f"c{i:03d}", "retrieved": retrieved, "answer": answer, "contexts": [passage],
                                 "latency_ms": 100 + (i * 37) % 500,
                                 "noise": {"noisy_answer": answer if i % 4 else f"Members may borrow {i + 9} items.",
-                                          "clean_answer": answer}}
+                                          "clean_answer": answer},
+                                # the RAG's own health and what it says of itself: the merge measures them from the parts
+                                "usage": {"prompt_tokens": 300 + i, "completion_tokens": 20 + i % 7, "prompt_tokens_details": {"cached_tokens": 0}},
+                                "cached": i % 3 == 0, "system": {"model": "m-2" if version == 2 and i % 10 == 0 else "m-1", "documents": N}}
         if version == 2 and i % 97 == 5:
             line = {"id": f"c{i:03d}", "error": "HTTP 503 from the RAG service"}
         lines.append(json.dumps(line))
@@ -177,6 +180,9 @@ def test_the_merged_report_equals_the_one_job_report(runs: dict[str, Any]) -> No
         assert merged["stages"][name]["gates"] == one["stages"][name]["gates"], name
         assert merged["stages"][name]["status"] == one["stages"][name]["status"], name
     assert _without_run_facts(merged) == _without_run_facts(one)
+    for metric in ("mean_total_tokens", "p95_total_tokens", "cache_hit_rate"):  # the health the parts carry, added up
+        assert merged["stages"]["retrieval"]["metrics"][metric] == one["stages"]["retrieval"]["metrics"][metric], metric
+    assert merged["run"]["system"] == one["run"]["system"] and one["run"]["system"]["counts"]["model"]["m-2"] > 0
     # the run is not trivial: every part of it is exercised
     gen = one["stages"]["generation"]
     assert gen["sample"]["of"] == 270 and gen["sample"]["size"] > 120  # the seeded sample plus the pinned cases

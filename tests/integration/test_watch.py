@@ -96,3 +96,12 @@ def test_a_passing_watch_run_removes_the_alert_an_earlier_failure_left(tmp_path:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not (project / "alert.md").exists() and "was removed" in proc.stdout
     assert not (project / "eval" / "history.jsonl").exists()  # --no-record
+
+
+def test_a_watch_run_that_cannot_reach_the_service_writes_the_alert_saying_so(tmp_path: Path) -> None:
+    project = project_with_http_target(tmp_path, free_port())  # nothing listens there
+    proc = rag_gate(project, "watch", "--config", "rag-eval.yml", "--alert", "alert.md", "--no-progress")
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    alert = (project / "alert.md").read_text(encoding="utf-8").splitlines()
+    assert alert[:2] == ["<!-- rag-gate:watch id=default -->", "## ❌ rag-gate could not complete the watch run"]
+    assert "connection refused" in " ".join(alert).lower()

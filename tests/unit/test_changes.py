@@ -51,3 +51,4 @@ def test_changes_name_each_key_that_moved_in_a_fixed_order() -> None:
 def test_what_one_side_does_not_know_is_no_change() -> None:
     assert changes(_facts(None, commit=None, version=None), _facts({"model": "m"}, commit="c9", version="2.0")) == []
     assert changes(_facts({"model": "m"}), _facts({"model": "m"})) == []
+    assert changes(_facts({"model": "m"}), _facts(None)) == []  # this run's answers said nothing of the system
