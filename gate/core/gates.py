@@ -8,7 +8,7 @@ lower-is-better metric (latency, error rate) it is a rise.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -276,6 +276,21 @@ def share_check(gate: Mapping[str, Any], values: Mapping[str, float], judged: bo
     return Check(key, limit, "pass" if ok else "fail", detail)
 
 
+def decline_check(runs: int, series: Sequence[float], higher_is_better: bool) -> Check:
+    """``consecutive_decline: N``: fails when the metric got worse in each of the last N runs (``series``: the earlier
+    runs' values, oldest first, then this run's); skipped until there are N earlier runs to compare with."""
+    if len(series) < runs + 1:
+        earlier = len(series) - 1
+        return Check("consecutive_decline", runs, "skipped", f"needs {runs} earlier run{'s' if runs != 1 else ''} in the history, "
+                                                            f"has {earlier}")
+    last = list(series[-(runs + 1):])
+    worse = [(b < a - EPS) if higher_is_better else (b > a + EPS) for a, b in zip(last, last[1:], strict=False)]
+    path = " → ".join(fmt(v) for v in last)
+    if all(worse):
+        return Check("consecutive_decline", runs, "fail", f"worse in each of the last {runs} runs: {path}")
+    return Check("consecutive_decline", runs, "pass", f"not worse in each of the last {runs} runs: {path}")
+
+
 def with_check(decision: GateDecision, check: Check) -> GateDecision:
     """The decision with one more check, its status recomputed."""
     checks = [*decision.checks, check]
@@ -304,6 +319,8 @@ def configured_rule(gate: Mapping[str, Any]) -> str:
         parts.append(f"trend {gate['trend']['max_drop']}")
     if "case_drop" in gate:
         parts.append(f"case_drop {gate['case_drop']}")
+    if "consecutive_decline" in gate:
+        parts.append(f"consecutive_decline {gate['consecutive_decline']}")
     return ", ".join(parts)
 
 
@@ -312,7 +329,7 @@ def skipped(stage: str, metric: str, gate: Mapping[str, Any], reason: str, highe
     reason, never passed or failed."""
     limits = {"trend": lambda g: g["max_drop"], "share_below": lambda g: g["max"], "share_above": lambda g: g["max"]}
     checks = [Check(kind, limits[kind](gate[kind]) if kind in limits else gate[kind], "skipped", reason)
-              for kind in ("min", "max", "max_drop", "trend", "case_drop", *SHARE_KEYS) if kind in gate]
+              for kind in ("min", "max", "max_drop", "trend", "case_drop", *SHARE_KEYS, "consecutive_decline") if kind in gate]
     return GateDecision(stage, metric, "skipped", None, None, None, higher_is_better, checks)
 
 

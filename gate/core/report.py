@@ -56,7 +56,7 @@ class CaseResult(TypedDict, total=False):
 
 
 class CheckRecord(TypedDict):
-    kind: str  # min | max | max_drop | trend | value
+    kind: str  # min | max | max_drop | trend | case_drop | share_below | share_above | consecutive_decline | value
     limit: float | str
     status: Status
     detail: str

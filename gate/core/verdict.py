@@ -25,7 +25,19 @@ from gate.core.compare import (
     trend_comparison,
     worse_cases,
 )
-from gate.core.gates import DEFAULT_CONFIDENCE, Check, Comparison, Gated, GateDecision, decide, share_check, skipped, stage_status, with_check
+from gate.core.gates import (
+    DEFAULT_CONFIDENCE,
+    Check,
+    Comparison,
+    Gated,
+    GateDecision,
+    decide,
+    decline_check,
+    share_check,
+    skipped,
+    stage_status,
+    with_check,
+)
 from gate.core.report import (
     CaseResult,
     GroupGate,
@@ -81,6 +93,10 @@ def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapp
         share = share_check(gate, case_scores(samples, metric), judge_noise(name, metric)) if decision.status != "error" else None
         if share is not None:
             decision = with_check(decision, share)
+        if "consecutive_decline" in gate and decision.status != "error" and value is not None:
+            earlier = [e["stages"][name]["metrics"][metric] for e in refs.history
+                       if name in e["stages"] and metric in e["stages"][name]["metrics"]]
+            decision = with_check(decision, decline_check(int(gate["consecutive_decline"]), [*earlier, value], hib))
         if "by" in gate and decision.status != "error":
             decision = by_group(decision, gate, samples, refs)
         decisions.append(decision)

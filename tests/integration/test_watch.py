@@ -105,3 +105,43 @@ def test_a_watch_run_that_cannot_reach_the_service_writes_the_alert_saying_so(tm
     alert = (project / "alert.md").read_text(encoding="utf-8").splitlines()
     assert alert[:2] == ["<!-- rag-gate:watch id=default -->", "## ❌ rag-gate could not complete the watch run"]
     assert "connection refused" in " ".join(alert).lower()
+
+
+def test_consecutive_decline_fires_on_three_falls_through_the_history_and_waits_for_enough_runs(tmp_path: Path) -> None:
+    from gate.core.records import entry_from_report
+
+    project = tmp_path / "qs"
+    shutil.copytree(QUICKSTART, project, ignore=shutil.ignore_patterns(".rag-gate", "eval", "__pycache__"))
+    spec = (project / "rag-eval.yml").read_text(encoding="utf-8").replace(
+        "      hit_rate@5: {min: 0.80, max_drop: 0.02}", "      hit_rate@5: {min: 0.80, consecutive_decline: 3}")
+    (project / "rag-eval.yml").write_text(spec, encoding="utf-8")
+    first = rag_gate(project, "run", "--config", "rag-eval.yml", "--report", "first.json", "--no-progress", "-q")
+    assert first.returncode == 0, first.stdout + first.stderr
+    report = json.loads((project / "first.json").read_text(encoding="utf-8"))
+    now = report["stages"]["retrieval"]["metrics"]["hit_rate@5"]
+
+    def history(*values: float) -> None:
+        lines = []
+        for i, v in enumerate(values):
+            entry = entry_from_report(report, branch="main", commit=f"{i:040d}")
+            entry["created_at"] = f"2026-11-{i + 1:02d}T06:17:00+00:00"
+            entry["stages"]["retrieval"]["metrics"]["hit_rate@5"] = v
+            lines.append(json.dumps(entry))
+        (project / "eval").mkdir(exist_ok=True)
+        (project / "eval" / "history.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def gate() -> dict:
+        proc = rag_gate(project, "run", "--config", "rag-eval.yml", "--report", "r.json", "--no-progress", "-q")
+        (g,) = [g for g in json.loads((project / "r.json").read_text(encoding="utf-8"))["stages"]["retrieval"]["gates"]
+                if g["metric"] == "hit_rate@5"]
+        (check,) = [c for c in g["checks"] if c["kind"] == "consecutive_decline"]
+        return {"code": proc.returncode, **check}
+
+    history(now + 0.03, now + 0.02, now + 0.01)  # three falls, this run the third
+    got = gate()
+    assert got["code"] == 1 and got["status"] == "fail" and got["detail"].startswith("worse in each of the last 3 runs")
+    history(now + 0.01, now + 0.02, now + 0.01)  # two
+    assert gate()["status"] == "pass"
+    history(now + 0.02, now + 0.01)  # too few runs yet
+    got = gate()
+    assert got["status"] == "skipped" and got["detail"] == "needs 3 earlier runs in the history, has 2" and got["code"] == 0
