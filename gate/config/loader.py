@@ -37,7 +37,7 @@ from gate.core.catalog import (
     retrieval_metric_names,
     suggest_retrieval_metric,
 )
-from gate.core.errors import InputError, InputErrors, KeyPath, key_path
+from gate.core.errors import InputError, InputErrors, KeyPath, key_path, value_at
 from gate.core.settings import GenerationSettings, MatchSettings, RetrievalSettings, RobustnessSettings, StageSettings
 from gate.io.schema import SchemaValidator, best_branch_error, describe
 
@@ -152,7 +152,7 @@ def _schema_message(error: jsonschema.ValidationError, raw: Any = None) -> tuple
 def _unknown_metric(stage: str, name: str, raw: Any) -> str:
     """Why a name in stages.<stage>.metrics is refused, with the closest name of that stage and the list of them."""
     if stage == "generation":
-        criteria = _value_at(raw, ("stages", "generation", "criteria"))
+        criteria = value_at(raw, ("stages", "generation", "criteria"))
         names = sorted(criteria) if isinstance(criteria, dict) else []
         known = ", ".join(sorted(generation_metric_names()))
         custom = f"or a name from criteria ({', '.join(names)})" if names else "or a name from criteria"
@@ -213,27 +213,15 @@ def _rule(error: jsonschema.ValidationError) -> str:
     return f"it {describe(error)}{note}"
 
 
-def _value_at(data: Any, path: KeyPath) -> Any:
-    """data[p0][p1]...; None where a step is missing."""
-    for part in path:
-        if isinstance(data, dict) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
-            data = data[part]
-        else:
-            return None
-    return data
-
-
 def _expanded_errors(spec: Spec, validator: SchemaValidator, kept: Set[str] = frozenset()) -> list[InputError]:
     """Schema errors of values that came from ${VARS}, checked after expansion, never showing the value (a value
     that still holds a ``kept`` variable is not checked: it was not expanded)."""
     errors = []
     for err in validator.errors(spec.data):
         at: KeyPath = tuple(_leaf(err).absolute_path)
-        while at and _value_at(spec.raw, at) is None:  # a key the loader added (python: "${FN}" -> {function: ...})
+        while at and value_at(spec.raw, at) is None:  # a key the loader added (python: "${FN}" -> {function: ...})
             at = at[:-1]
-        raw = _value_at(spec.raw, at)
+        raw = value_at(spec.raw, at)
         names = sorted({m.group(2) for m in _ENV_REF.finditer(raw) if not m.group(1)}) if isinstance(raw, str) else []
         if kept & set(names):
             continue

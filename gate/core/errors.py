@@ -9,6 +9,8 @@ The CLI prints ``str(error)`` (and the hint) and never a traceback for these.
 
 from __future__ import annotations
 
+from typing import Any
+
 KeyPath = tuple[str | int, ...]
 
 # The exit codes, in one place: 0 every gate passed, 1 a gate failed, 2 an input is invalid, 3 the run could not complete
@@ -83,3 +85,15 @@ def key_path(path: KeyPath) -> str:
     for p in path:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out or "(top level)"
+
+
+def value_at(data: Any, path: KeyPath | tuple[Any, ...]) -> Any:
+    """data[p0][p1]...; None where a step is missing."""
+    for part in path:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data

@@ -145,6 +145,11 @@ class WatchIssues:
         return not isinstance(at, int | float) or self.clock() - at > self.stale_after_s
 
 
+def claimant(env: Mapping[str, str]) -> str:
+    """Who holds a claim: this job's run, attempt and process (two jobs of one run differ by the process)."""
+    return f"{env.get('GITHUB_RUN_ID', '')}.{env.get('GITHUB_RUN_ATTEMPT', '')}.{os.getpid()}"
+
+
 def run_kind(mode: str, event_name: str) -> str:
     """How a run came, recorded in report.run.kind and the history: what the dashboard tells apart."""
     if mode == "merge":
@@ -161,11 +166,10 @@ def watch_issue(env: Mapping[str, str], client: GitHubClient, report: Report, cl
 
     watch_id = report["run"]["comment_id"]
     issues = WatchIssues(client, watch_id, labels=labels, claim_branch=claim_branch)
-    run_id = f"{env.get('GITHUB_RUN_ID', '')}.{env.get('GITHUB_RUN_ATTEMPT', '')}.{os.getpid()}"
     if report["verdict"] == "pass":
         done = issues.recover(recovered_comment(report))
     else:
-        done = issues.alert(issue_title(report), render_issue(report, watch_id), failing_comment(report), run_id=run_id)
+        done = issues.alert(issue_title(report), render_issue(report, watch_id), failing_comment(report), run_id=claimant(env))
     where = f" #{done.number}" if done.number else ""
     return {"opened": f"opened the watch issue{where}", "updated": f"updated the watch issue{where} and commented",
             "recovered": f"the watch issue{where} is closed: recovered", "none": "passed: no open watch issue"}[done.action]
@@ -241,8 +245,7 @@ def alert_unfinished(job: Any, config: str, exc: Any) -> None:
             body = unfinished_issue(watch_id, exc.message, exc.hint, page)
             issues = WatchIssues(client, watch_id, labels=issue_labels(action_input(env, "issue-labels", "rag-gate")),
                                  claim_branch=action_input(env, "history-branch", "rag-gate-history"))
-            run_id = f"{env.get('GITHUB_RUN_ID', '')}.{env.get('GITHUB_RUN_ATTEMPT', '')}.{os.getpid()}"
-            done = issues.alert(f"rag-gate watch: {config[-120:]} could not run", body, body.split("\n", 1)[1], run_id=run_id)
+            done = issues.alert(f"rag-gate watch: {config[-120:]} could not run", body, body.split("\n", 1)[1], run_id=claimant(env))
             print(f"rag-gate: the run could not complete: {done.action} the watch issue #{done.number}", flush=True)
         except Exception as failure:  # noqa: BLE001 (never hide the run's own error behind this one)
             emit("warning", f"the watch issue could not be written: {type(failure).__name__}: {str(failure)[:300]}")

@@ -20,7 +20,7 @@ from typing import Any, Literal, cast
 
 import msgspec
 
-from gate.core.errors import InputError, key_path
+from gate.core.errors import InputError, key_path, value_at
 from gate.core.records import compact_texts, text_table
 from gate.core.report import SCHEMA_VERSION, Baseline, HistoryEntry, Part, Report
 from gate.io.jsonparse import BadJSON, parse
@@ -104,21 +104,10 @@ def check_document(data: Any, document: Document, *, file: str, line: int | None
     at, said = tuple(best.absolute_path), describe(best)
     if best.validator in ("minimum", "maximum") and abs(best.validator_value) == FLOAT_MAX:
         said = "not a finite number (beyond the float range)"
-    holder = _value_at(data, at)
+    holder = value_at(data, at)
     if isinstance(holder, dict) and isinstance(best.instance, str) and best.instance in holder:  # a key's name was refused
         at, said = (*at, best.instance[:60]), f"key {best.instance[:60]!r} is not allowed here: it {said}"
     raise InputError(f"not a {what}: {said}", file=file, line=line, key=key_path(at))
-
-
-def _value_at(data: Any, path: tuple[Any, ...]) -> Any:
-    for part in path:
-        if isinstance(data, dict) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
-            data = data[part]
-        else:
-            return None
-    return data
 
 
 def document_json(data: Report | Baseline | HistoryEntry | Part, document: Document, *, indent: int | None = None, compact: bool = False,

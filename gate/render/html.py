@@ -11,9 +11,7 @@ script that got in some other way would not run.
 
 from __future__ import annotations
 
-import base64
 import difflib
-import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -34,16 +32,9 @@ from gate.render import (
     rejection_miss,
     rejection_misses,
 )
+from gate.render.page import Assets, page_from_json
 
 MAX_DIFF_TOKENS = 4000  # words and spaces per answer; longer answers are shown side by side without a word diff
-
-
-@dataclass(frozen=True)
-class Assets:
-    """The page's own stylesheet and script (gate/render/assets)."""
-
-    css: str
-    js: str
 
 
 @dataclass(frozen=True)
@@ -64,29 +55,9 @@ def render_html(report: Report, inputs: ViewInputs, assets: Assets, clean: Calla
                 dumps: Callable[[Any], str] = _dumps) -> str:
     """The page: the fixed template and ``clean(page_data(...))`` (the caller's redaction) as its data, written as
     JSON by ``dumps`` (the caller may bring a faster encoder)."""
-    data = dumps(clean(page_data(report, inputs)))
-    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    css_hash = _sha256(assets.css)
-    js_hash = _sha256(assets.js)
-    policy = (f"default-src 'none'; script-src '{js_hash}'; style-src '{css_hash}'; img-src 'none'; "
-              "base-uri 'none'; form-action 'none'")
-    return (
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n'
-        '<meta name="referrer" content="no-referrer">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        "<title>rag-gate report</title>\n"
-        f"<style>{assets.css}</style>\n</head>\n<body>\n"
-        '<noscript><p class="noscript">This report is drawn by its own script, which the browser did not run. '
-        "The same figures are in report.json next to it.</p></noscript>\n"
-        '<main id="app"></main>\n'
-        f'<script type="application/json" id="rag-gate-data">{data}</script>\n'
-        f"<script>{assets.js}</script>\n</body>\n</html>\n"
-    )
-
-
-def _sha256(text: str) -> str:
-    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    return page_from_json(dumps(clean(page_data(report, inputs))), assets, title="rag-gate report",
+                          noscript="This report is drawn by its own script, which the browser did not run. The same figures "
+                                   "are in report.json next to it.")
 
 
 # ---------------------------------------------------------------------------------------------- the page's data

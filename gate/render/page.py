@@ -8,21 +8,31 @@ import base64
 import hashlib
 import html
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from gate.render.html import Assets
+
+@dataclass(frozen=True)
+class Assets:
+    """A page's own stylesheet and script (gate/render/assets)."""
+
+    css: str
+    js: str
 
 
 def sha256_source(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
 
 
-def data_block(data: Any) -> str:
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
 def self_contained_page(data: Any, assets: Assets, *, title: str, noscript: str) -> str:
+    """The page with ``data`` as its data block."""
+    return page_from_json(json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False), assets, title=title,
+                          noscript=noscript)
+
+
+def page_from_json(data: str, assets: Assets, *, title: str, noscript: str) -> str:
+    """The page with ``data`` (JSON text, however the caller encoded it) as its data block."""
+    block = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     policy = (f"default-src 'none'; script-src '{sha256_source(assets.js)}'; style-src '{sha256_source(assets.css)}'; "
               "img-src 'none'; base-uri 'none'; form-action 'none'")
     return (
@@ -34,6 +44,6 @@ def self_contained_page(data: Any, assets: Assets, *, title: str, noscript: str)
         f"<style>{assets.css}</style>\n</head>\n<body>\n"
         f'<noscript><p class="noscript">{html.escape(noscript)}</p></noscript>\n'
         '<main id="app"></main>\n'
-        f'<script type="application/json" id="rag-gate-data">{data_block(data)}</script>\n'
+        f'<script type="application/json" id="rag-gate-data">{block}</script>\n'
         f"<script>{assets.js}</script>\n</body>\n</html>\n"
     )
