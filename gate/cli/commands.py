@@ -7,11 +7,15 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate import __version__
 from gate.core.errors import EXIT_ERROR, EXIT_PASS, InputError
 from gate.core.model import GoldenCase
 from gate.core.report import Report, StoredRun
+
+if TYPE_CHECKING:
+    from gate.config.spec import Spec
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -72,7 +76,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     report = read_report(Path(args.report), allow_error=True)
     if not any(c["id"] == args.case for c in report["cases"]):
         raise InputError(f"no case {args.case!r} in this report ({report['golden_set']['n']} cases)", file=args.report)
-    golden, baseline, notes = _case_sources(args.case, args.config, report)
+    traced = next((t for t in report.get("traces", {}).get("cases", []) if t["id"] == args.case), None)
+    golden: GoldenCase | None
+    notes: list[str]
+    if traced is not None:  # a traces run: the question is the trace's, kept in the report; there is no baseline
+        golden, baseline, notes = GoldenCase(traced["id"], traced["question"], traced["line"]), None, []
+    else:
+        golden, baseline, notes = _case_sources(args.case, args.config, report)
     sys.stdout.write(log_safe(render_case(report, args.case, golden, baseline)))
     for note in notes:
         print(log_safe(note), file=sys.stderr)
@@ -116,6 +126,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from gate.io.golden import load_golden_set
 
     spec = load_spec(args.config)
+    if spec.traces is not None:
+        return validate_traces(spec, args.ping)
     cases = load_golden_set(spec.golden_set_path)
     by_type: dict[str, int] = {}
     for c in cases:
@@ -143,6 +155,32 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(log_safe(said_target))
         print(log_safe(said_judge))
         if not (ok_target and ok_judge):
+            return EXIT_ERROR
+    return EXIT_PASS
+
+
+def validate_traces(spec: Spec, ping: bool) -> int:
+    """``validate`` of a traces spec: the trace file read (every unreadable trace named), the window's sample drawn;
+    with ``--ping`` the judge asked once (the traces target asks nothing)."""
+    from gate.render.console import log_safe
+    from gate.run.options import now_iso
+    from gate.run.traces import read_window
+
+    read = read_window(spec, now_iso())
+    t = read.info
+    print(f"{spec.path}: valid")
+    print(log_safe(f"{t['path']}: {t['read']} traces read ({t['format']}), {t['unreadable']} unreadable; {t['in_window']} in the "
+                   f"window, {t['sampled']} sampled"))
+    for p in t["problems"]:
+        print(log_safe(f"  line {p['line']}{' (' + p['id'] + ')' if p['id'] else ''}: {p['reason']}"))
+    if t["unreadable"] > len(t["problems"]):
+        print(f"  ... {t['unreadable'] - len(t['problems'])} more")
+    if ping:
+        from gate.cli.ping import ping_judge
+
+        ok, said = ping_judge(spec)
+        print(log_safe(said))
+        if not ok:
             return EXIT_ERROR
     return EXIT_PASS
 

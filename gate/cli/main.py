@@ -31,7 +31,8 @@ def _command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
 
         return cmd_corpus_check
     if args.command == "golden":
-        return golden.cmd_golden_generate if args.action == "generate" else golden.cmd_golden_check
+        actions = {"generate": golden.cmd_golden_generate, "add": golden.cmd_golden_add, "check": golden.cmd_golden_check}
+        return actions[args.action]
     table: dict[str, Callable[[argparse.Namespace], int]] = {
         "run": commands.cmd_run, "merge": commands.cmd_merge, "cache": commands.cmd_cache_merge, "plan": commands.cmd_plan,
         "show": commands.cmd_show, "validate": commands.cmd_validate, "history": commands.cmd_history_record,

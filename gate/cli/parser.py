@@ -8,6 +8,7 @@ from typing import Any
 from gate import __version__
 from gate.cli.calibrate import add_parsers as add_calibration_parsers
 from gate.cli.dashboard import add_parser as add_dashboard_parser
+from gate.cli.golden import add_parser as add_golden_add_parser
 from gate.cli.watch import add_parser as add_watch_parser
 
 Commands = Any  # argparse's sub-parsers action (its class is private)
@@ -104,6 +105,7 @@ def _golden_and_cache(sub: Commands, spec: argparse.ArgumentParser) -> None:
     gg.add_argument("--seed", type=int, default=0, help="which passages each candidate is made from (default 0)")
     gg.add_argument("--out", metavar="FILE", required=True, help="where to write the candidates (JSONL; review them, then "
                     "append them to the golden set)")
+    add_golden_add_parser(golden_sub)
 
     corpus = sub.add_parser("corpus", help="the corpus")
     corpus_sub = corpus.add_subparsers(dest="action", required=True, metavar="ACTION")

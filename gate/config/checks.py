@@ -7,8 +7,18 @@ import importlib.util
 import re
 
 from gate.config.spec import Spec
-from gate.core.catalog import CHECK_METRICS, HEALTH_METRICS, OFFLINE_METRICS, engine_metrics, higher_is_better, parse_metric, robustness_metric_names
+from gate.core.catalog import (
+    CHECK_METRICS,
+    HEALTH_METRICS,
+    OFFLINE_METRICS,
+    TRAFFIC_METRICS,
+    engine_metrics,
+    higher_is_better,
+    parse_metric,
+    robustness_metric_names,
+)
 from gate.core.errors import InputError
+from gate.core.goldencheck import REFERENCE_METRICS
 
 
 def _check_generation(spec: Spec) -> list[InputError]:
@@ -23,8 +33,12 @@ def _check_generation(spec: Spec) -> list[InputError]:
         spec.error(f"gate on {metric!r}, which is not computed; computed here: {', '.join(sorted(names))} (and the answer "
                    f"checks {', '.join(CHECK_METRICS)}, without listing them)", "stages", "generation", "gates", metric)
         for metric in stage.get("gates", {})
-        if metric not in names and metric not in CHECK_METRICS
+        if metric not in names and metric not in CHECK_METRICS and metric not in TRAFFIC_METRICS
     ]
+    if "traces" not in spec.data["target"]:
+        errors += [spec.error(f"{metric} is measured on production traces (target.traces); a golden-set run has no traffic to count "
+                              "(the robustness stage's rejection_rate measures refusals on a golden set)", "stages", "generation", "gates", metric)
+                   for metric in stage.get("gates", {}) if metric in TRAFFIC_METRICS]
     regex = (stage.get("checks") or {}).get("regex")
     if isinstance(regex, str):
         try:
@@ -161,9 +175,34 @@ def _check_pair_keys(spec: Spec) -> list[InputError]:
     return errors
 
 
+def _check_traces(spec: Spec) -> list[InputError]:
+    """A traces run reads its questions from the traces, which carry no relevance labels and no reference answers."""
+    if "traces" not in spec.data["target"]:
+        return [] if "golden_set" in spec.data else [spec.error("golden_set is required (the golden set's path), but for a traces "
+                                                                "target", "golden_set")]
+    stages, errors = spec.data["stages"], []
+    if (stages.get("retrieval") or {}).get("metrics"):
+        errors.append(spec.error("a traces run has no relevance labels to score retrieval against: write metrics: [] (the health "
+                                 "metrics, error_rate and the latencies and tokens, are still measured and may be gated)",
+                                 "stages", "retrieval", "metrics"))
+    if stages.get("robustness"):
+        errors.append(spec.error("a traces run cannot test robustness (it asks the system nothing): run the robustness stage on a "
+                                 "golden set", "stages", "robustness"))
+    generation = stages.get("generation") or {}
+    try:
+        reading = sorted({m.name for m in engine_metrics(generation) if m.metric in REFERENCE_METRICS}) if generation else []
+    except ValueError:
+        reading = []  # said by _check_generation
+    if reading:
+        errors.append(spec.error(f"{', '.join(reading)} compare{'s' if len(reading) == 1 else ''} with a reference answer or "
+                                 "relevance labels, which traces do not carry; judge traces with faithfulness, answer_relevancy, "
+                                 "context_relevancy (and the answer checks)", "stages", "generation", "metrics"))
+    return errors
+
+
 def check_semantics(spec: Spec) -> list[InputError]:
-    errors: list[InputError] = (_check_generation(spec) + _check_robustness(spec) + _check_judge(spec) + _check_embeddings(spec)
-                                + _check_engines(spec) + _check_pair_keys(spec))
+    errors: list[InputError] = (_check_traces(spec) + _check_generation(spec) + _check_robustness(spec) + _check_judge(spec)
+                                + _check_embeddings(spec) + _check_engines(spec) + _check_pair_keys(spec))
     stage = spec.data["stages"].get("retrieval")
     if stage:
         names = set()

@@ -43,7 +43,17 @@ class Spec:
 
     @property
     def golden_set_path(self) -> Path:
+        """The golden set's path; InputError for a traces spec that names none (its questions are the traces')."""
+        if "golden_set" not in self.data:
+            raise self.error("this spec names no golden_set (a traces target reads its questions from the traces); add "
+                             "golden_set: PATH", "target", "traces")
         return self.resolve(self.data["golden_set"])
+
+    @property
+    def traces(self) -> dict[str, Any] | None:
+        """target.traces (defaults filled), or None for a golden-set run."""
+        traces = self.target.get("traces") if isinstance(self.target, dict) else None
+        return traces if isinstance(traces, dict) else None
 
     @property
     def target(self) -> dict[str, Any]:

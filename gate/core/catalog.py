@@ -2,7 +2,8 @@
 
     retrieval   hit_rate@k, mrr[@k], recall@k, precision@k, ndcg[@k], map[@k], context_recall@k
     health      error_rate, mean/p50/p95/p99_latency_ms (of the target calls)
-    generation  ragas and deepeval LLM metrics, GEval criteria, and exact_match / token_f1 / rouge_l
+    generation  ragas and deepeval LLM metrics, GEval criteria, and exact_match / token_f1 / rouge_l; a traces run's
+                refusal_rate and negative_feedback_rate
     robustness  noise_robustness, clean/noisy_accuracy, rejection_rate, false_rejection_rate,
                 adversarial_pass_rate
 
@@ -46,6 +47,8 @@ DEEPEVAL_METRICS = frozenset(
 OFFLINE_METRICS = frozenset({"exact_match", "token_f1", "rouge_l"})
 # the generation stage's answer checks (gate.stages.answers): computed over every answerable case, never listed in metrics
 CHECK_METRICS = ("keyword_coverage", "check_pass_rate")
+# a traces run's generation stage (gate.stages.traffic): exact shares of the sampled traces, computed with no model
+TRAFFIC_METRICS = ("refusal_rate", "negative_feedback_rate")
 NOISE_METRICS = ("noise_robustness", "clean_accuracy", "noisy_accuracy")
 REJECTION_METRICS = ("rejection_rate", "false_rejection_rate", "adversarial_pass_rate")
 
@@ -54,7 +57,7 @@ PER_CASE_STAGES = ("generation", "robustness")
 FAITHFULNESS_LIKE = ("faithfulness", "deepeval/faithfulness", "ragas/faithfulness", "hallucination", "deepeval/hallucination")
 
 # deepeval 4's hallucination is higher-is-better; ragas's noise sensitivity (share of misled claims) is not
-LOWER_IS_BETTER = frozenset({"false_rejection_rate", "noise_sensitivity_relevant", "noise_sensitivity_irrelevant",
+LOWER_IS_BETTER = frozenset({"false_rejection_rate", "noise_sensitivity_relevant", "noise_sensitivity_irrelevant", *TRAFFIC_METRICS,
                              *(set(HEALTH_METRICS) - HIGHER_IS_BETTER_HEALTH)})
 
 # Every metric name a report may carry: an optional engine prefix, a lower-case name, an optional cut-off.
@@ -95,7 +98,7 @@ def judge_noise(stage: str, metric: str) -> bool:
     """Whether a stage's metric carries a judge's noise, so that its relative gates decide on paired statistics;
     otherwise it is an exact figure of the answers (retrieval and health metrics, the offline text metrics
     exact_match, token_f1 and rouge_l), gated as an exact number like a retrieval metric."""
-    return stage in PER_CASE_STAGES and metric not in OFFLINE_METRICS and metric not in CHECK_METRICS
+    return stage in PER_CASE_STAGES and metric not in OFFLINE_METRICS and metric not in CHECK_METRICS and metric not in TRAFFIC_METRICS
 
 
 def higher_is_better(name: str) -> bool:

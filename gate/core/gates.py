@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gate.core.pairs import MIN_PAIRS, case_drops
-from gate.core.report import GateRecord, GroupGate, MetricPairs, Status
+from gate.core.report import GateRecord, GroupGate, MetricPairs, Status, WindowMetric
 from gate.core.stats import PairedResult
 
 EPS = 1e-9  # float noise allowed at a threshold: 0.88 >= 0.88 must hold after any arithmetic
@@ -95,6 +95,7 @@ class Comparison:
     label: str = ""  # the reference run in words, when it is one run
     detectable: float | None = None  # the smallest drop on every case these pairs would detect
     note: str = ""  # why the stored scores were compared (the reference kept no answers)
+    window: WindowMetric | None = None  # a traces window against its reference window(s): the unpaired, anchored test
 
 
 DEFAULT_CONFIDENCE = 0.99
@@ -136,6 +137,8 @@ def _relative_check(rel: Relative, value: float, ref: Comparison) -> Check:
     if not math.isfinite(ref.value):
         return Check(kind, limit, "error", f"the {against} value is not a number ({ref.value}): the reference is broken")
     allowed = allowed_drop(limit, ref.value)
+    if ref.window is not None:
+        return _window_check(rel, ref, allowed)
     if ref.pairs is not None:
         return _same_run_check(rel, ref, allowed)
     if ref.paired is not None and ref.paired.n > 0:
@@ -182,6 +185,29 @@ def _same_run_check(rel: Relative, ref: Comparison, allowed: float) -> Check:
     return Check(kind, limit, "fail" if above and significant else "pass", detail + errored, SAME_RUN)
 
 
+TWO_SAMPLE = "two-sample test"  # the method of a check decided on two windows of traces (gate.core.windows)
+
+
+def _window_check(rel: Relative, ref: Comparison, allowed: float) -> Check:
+    """Two windows of traces: fails when the drop (judge drift cancelled) is above the limit and significant."""
+    w = ref.window
+    assert w is not None
+    kind, limit, word = rel.kind, rel.limit, rel.word
+    method = TWO_SAMPLE if w["drift"] is None else f"{TWO_SAMPLE}, anchored"
+    if "insufficient" in w or w["delta"] is None or w["p_value"] is None:
+        return Check(kind, limit, "skipped", f"insufficient evidence: {w.get('insufficient') or 'nothing to compare'}", method)
+    drop = -w["delta"] if rel.higher_is_better else w["delta"]
+    significant = w["p_value"] < 1.0 - rel.confidence
+    above = drop > allowed + EPS
+    then = f"{fmt(w['reference_mean'] or 0.0)} as judged then"
+    if w["drift"] is not None:
+        then += f", {fmt(w['corrected'] or 0.0)} as judged today (judge drift {w['drift']:+.3f} on {w['anchor_n']} anchor traces)"
+    detail = (f"this window ({w['n']} traces, {fmt(w['mean'] or 0.0)}) vs {ref.label} ({w['reference_n']} traces, {then}): "
+              f"{word} {fmt(max(drop, 0.0))} ({'above' if above else 'within'} {rel.limit_text(allowed)}), p = {w['p_value']:.3g} "
+              f"({'significant' if significant else 'not significant'} at {rel.confidence:g})")
+    return Check(kind, limit, "fail" if above and significant else "pass", detail, method)
+
+
 def _case_drop_check(limit: float, pairs_from: Comparison | None, higher_is_better: bool) -> Check:
     """case_drop: no changed case may fall by more than ``limit`` (its two sides judged twice each, to confirm)."""
     if pairs_from is None or pairs_from.pairs is None:
@@ -221,7 +247,7 @@ def decide(on: Gated, gate: Mapping[str, Any], value: float | None, baseline: fl
     if "max_drop" in gate:
         limit = gate["max_drop"]
         if base.value is None:
-            checks.append(Check("max_drop", limit, "skipped", "no baseline value to compare with"))
+            checks.append(Check("max_drop", limit, "skipped", base.note or "no baseline value to compare with"))
         elif mismatch == "skip" and base.pairs is None:
             checks.append(Check("max_drop", limit, "skipped", "baseline made from a different golden set or spec"))
         elif mismatch == "fail" and base.pairs is None:
@@ -231,7 +257,7 @@ def decide(on: Gated, gate: Mapping[str, Any], value: float | None, baseline: fl
     if "trend" in gate:
         limit = gate["trend"]["max_drop"]
         if trend is None or trend.value is None:
-            checks.append(Check("trend", limit, "skipped", "no history entries to compare with yet"))
+            checks.append(Check("trend", limit, "skipped", (trend.note if trend else "") or "no history entries to compare with yet"))
         else:
             against = f"mean of last {trend.runs} run{'s' if trend.runs != 1 else ''}"
             checks.append(_relative_check(relative("trend", limit, against), value, trend))

@@ -7,7 +7,8 @@ Every finding has a code, a level (error | warning | info), the case ids it is a
     unknown_relevant_id    error    a relevant id the corpus file does not hold (at the spec's matching level)
     missing_ground_truth   error    answerable cases without ground_truth while a configured stage reads it
     missing_relevant_texts error    answerable cases without relevant_texts while match.level is text
-    pending_review         warning  generated cases nobody approved yet (runs leave them out)
+    pending_review         warning  generated cases (and cases taken from traces) nobody approved yet (runs leave them
+                                    out), and what those lack before they can be: relevance labels, ground_truth
     no_out_of_scope        warning  no out_of_scope case: refusals are not tested (also no_adversarial)
     question_mix           warning  a question type's share is more than 10 points from the target mix
     too_few_cases          warning  one case moves a gated metric by more than the gate's max_drop
@@ -215,6 +216,29 @@ def _id_hint(rid: str, known: set[str], chunked: Mapping[str, str], stages: Stag
     return f" (did you mean {close!r}?)" if close else ""
 
 
+def pending_findings(cases: Sequence[GoldenCase], reads_ground_truth: bool) -> list[Finding]:
+    """The cases awaiting review (runs leave them out), and what the answerable ones lack before they can be approved:
+    relevance labels (a candidate taken from production traces has none, only metadata.suggested_relevant_ids) and
+    the ground_truth a configured stage reads."""
+    pending = [c for c in cases if c.pending_review]
+    if not pending:
+        return []
+    ids = [c.id for c in pending]
+    traced = sum(1 for c in pending if c.metadata.get("source") == "traces")
+    lacking = []
+    unlabelled = sum(1 for c in pending if c.answerable and not c.relevant and not c.relevant_texts)
+    if unlabelled:
+        lacking.append(f"{unlabelled} without relevant_doc_ids")
+    bare = sum(1 for c in pending if c.answerable and not (c.ground_truth or "").strip())
+    if bare and reads_ground_truth:
+        lacking.append(f"{bare} without ground_truth")
+    said = f" ({traced} from production traces)" if traced else ""
+    lack = f"; to approve one, give it what it lacks first ({', '.join(lacking)})" if lacking else ""
+    return [{"code": "pending_review", "level": "warning", "cases": ids,
+             "message": f"{len(pending)} generated cases{said} await review (metadata.review: pending): runs leave them out "
+                        f"until the field is removed or set to approved{lack} ({_named(ids)})"}]
+
+
 def check(cases: Sequence[GoldenCase], stages: StageSettings, *, corpus: Iterable[str] | None = None,
           mix: Mapping[str, float] | None = None) -> tuple[list[Finding], dict[str, Any]]:
     """Every finding about ``cases`` for a spec with ``stages`` (its matching level maps chunk ids to document ids when
@@ -240,22 +264,19 @@ def check(cases: Sequence[GoldenCase], stages: StageSettings, *, corpus: Iterabl
                              "message": f"{len(uncovered)} of {len(set(known))} corpus documents are relevant to no case "
                                         f"({_named(uncovered)})"})
     needs = needs_ground_truth(stages)
-    bare = [c.id for c in cases if c.answerable and not (c.ground_truth or "").strip()]
+    run = [c for c in cases if not c.pending_review]  # a pending case is completed by its reviewer: pending_review says what it lacks
+    bare = [c.id for c in run if c.answerable and not (c.ground_truth or "").strip()]
     if needs and bare:
         findings.append({"code": "missing_ground_truth", "level": "error", "cases": bare,
                          "message": f"{len(bare)} answerable cases have no ground_truth, which {' and '.join(needs)} read "
                                     f"({_named(bare)})"})
     if stages.match.by_text:
-        textless = [c.id for c in cases if c.answerable and not c.relevant_texts]
+        textless = [c.id for c in run if c.answerable and not c.relevant_texts]
         if textless:
             findings.append({"code": "missing_relevant_texts", "level": "error", "cases": textless,
                              "message": f"{len(textless)} answerable cases have no relevant_texts, which match.level text "
                                         f"reads ({_named(textless)})"})
-    pending = [c.id for c in cases if c.pending_review]
-    if pending:
-        findings.append({"code": "pending_review", "level": "warning", "cases": pending,
-                         "message": f"{len(pending)} generated cases await review (metadata.review: pending): runs leave "
-                                    f"them out until the field is removed or set to approved ({_named(pending)})"})
+    findings += pending_findings(cases, bool(needs))
     findings += mix_findings(cases, DEFAULT_MIX if mix is None else mix, to_id)
     findings += resolution_findings(cases, stages)
     order = {"error": 0, "warning": 1, "info": 2}

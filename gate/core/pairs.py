@@ -35,8 +35,8 @@ def text_id(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
-def output_ref(answer: str | None, contexts: Sequence[str], texts: dict[str, str]) -> OutputRef:
-    """The output's text ids; each text goes into ``texts``."""
+def output_ref(answer: str | None, contexts: Sequence[str], texts: dict[str, str], question: str | None = None) -> OutputRef:
+    """The output's text ids (and the question's, for a traces run); each text goes into ``texts``."""
     ids = []
     for passage in contexts:
         ids.append(text_id(passage))
@@ -45,7 +45,11 @@ def output_ref(answer: str | None, contexts: Sequence[str], texts: dict[str, str
     if answer is not None:
         answer_id = text_id(answer)
         texts[answer_id] = answer
-    return {"answer": answer_id, "contexts": ids}
+    ref: OutputRef = {"answer": answer_id, "contexts": ids}
+    if question is not None:
+        ref["question"] = text_id(question)
+        texts[ref["question"]] = question
+    return ref
 
 
 def referenced(samples: Iterable[CaseResult]) -> set[str]:
@@ -57,6 +61,8 @@ def referenced(samples: Iterable[CaseResult]) -> set[str]:
             ids.update(out["contexts"])
             if out["answer"]:
                 ids.add(out["answer"])
+            if "question" in out:
+                ids.add(out["question"])
     return ids
 
 

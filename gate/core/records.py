@@ -41,6 +41,12 @@ def _stored(stage_name: str, stage: StageResult, samples: bool) -> StoredStage:
         stored["samples"] = stored_cases(stage["samples"])
     if stage_name in PER_CASE_STAGES and "judge" in stage:
         stored["judge"] = stage["judge"]
+    previous = stage.get("windows", {}).get("previous")
+    known = {m: w for m, w in previous["metrics"].items() if w["delta"] is not None and w["se"] is not None
+             and "insufficient" not in w} if previous else {}
+    if known:  # a traces window's judge-corrected changes: the next windows' consecutive_decline reads them
+        stored["window_deltas"] = {m: w["delta"] for m, w in known.items() if w["delta"] is not None}
+        stored["window_se"] = {m: w["se"] for m, w in known.items() if w["se"] is not None}
     return stored
 
 

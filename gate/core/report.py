@@ -31,6 +31,7 @@ class OutputRef(TypedDict):
 
     answer: str | None
     contexts: list[str]
+    question: NotRequired[str]  # a traces run: the question asked (a later run re-judges its anchor traces from it)
 
 
 class CaseResult(TypedDict, total=False):
@@ -253,6 +254,36 @@ class AnswersInfo(TypedDict):
     checked: int  # answers at least one check applied to
 
 
+class WindowMetric(TypedDict):
+    """One judged metric of a traces window against the reference window(s): both sides' means, the judge's drift
+    measured on the anchor traces, the reference as judged today (``corrected``), and the unpaired test."""
+
+    n: int  # scored traces in this window
+    mean: float | None
+    sd: float | None
+    reference_n: int  # scored traces in the reference window(s)
+    reference_mean: float | None  # as judged then
+    anchor_n: int  # anchor traces judged again in this run, with a score on both sides
+    drift: float | None  # mean of (today's score - then) over the anchor traces: the judge's drift since
+    corrected: float | None  # the reference as today's judge would score it: reference_mean + drift
+    delta: float | None  # mean - corrected (this window against the reference, judge drift cancelled)
+    se: float | None  # standard error of delta (both windows and the drift)
+    p_value: float | None  # one-sided: how likely a delta this bad is with no real change
+    insufficient: NotRequired[str]  # why no decision can be made (a side under min_sample), when so
+
+
+class WindowComparison(TypedDict):
+    """A traces window against its reference: the previous window, or the mean of the last N windows (trend)."""
+
+    against: str  # previous | trend
+    label: str  # the reference in words
+    windows: list[str]  # created_at of each reference window, oldest first
+    anchor: list[str]  # the anchor trace ids judged again, of every reference window
+    judgings: int  # judgings made in this run for the anchor (never from the cache)
+    min_sample: int
+    metrics: dict[str, WindowMetric]
+
+
 class _StageData(TypedDict, total=False):
     """What every stage carries, measured or gated."""
 
@@ -275,6 +306,7 @@ class _StageData(TypedDict, total=False):
     self_check: SelfCheck
     pairing: dict[str, Pairing]  # "baseline" | "trend:N" -> the pairs with that reference run
     checks: AnswersInfo  # generation: the answer checks (no model)
+    windows: dict[str, WindowComparison]  # a traces run: "previous" | "trend:N" -> this window against it
     # robustness
     noise: NoiseInfo
     rejection: RejectionInfo
@@ -442,6 +474,47 @@ class DiagnosisInfo(TypedDict):
     layers: list[LayerSummary]
 
 
+class TraceProblem(TypedDict):
+    line: int
+    id: str | None
+    reason: str
+
+
+class TraceCase(TypedDict):
+    """One sampled trace: what the golden-case candidates are made from (``rag-gate golden add``)."""
+
+    id: str
+    question: str
+    line: int
+    timestamp: str | None
+    feedback: float | None
+    negative: bool | None  # the feedback is negative (below target.traces.negative_below); None: no feedback
+
+
+class TracesInfo(TypedDict):
+    """What a traces run read and sampled: the file, the traces it could not read, the window and the sample."""
+
+    path: str
+    format: str
+    lines: int  # non-blank lines of the file
+    read: int  # traces read
+    unreadable: int
+    problems: list[TraceProblem]  # the first unreadable traces, each with its line and why
+    since: str | None
+    until: str | None
+    in_window: int  # traces read that fall in [since, until)
+    undated: int  # traces with no timestamp (outside any window when since or until is set)
+    first: str | None  # the earliest and latest timestamp in the window
+    last: str | None
+    sampled: int
+    by_day: dict[str, int]  # UTC day -> sampled traces
+    rate: float
+    max: int
+    seed: int
+    negative_below: float
+    cases: list[TraceCase]
+
+
 class Report(TypedDict):
     schema_version: int
     verdict: Verdict
@@ -461,6 +534,7 @@ class Report(TypedDict):
     cases: list[CaseOutput]
     history: HistorySummary
     texts: NotRequired[dict[str, str]]  # text id -> text, for the judged cases' outputs (CaseResult.output)
+    traces: NotRequired[TracesInfo]  # a traces run: what it read and sampled
 
 
 # ---------------------------------------------------------------------------------------------- kept runs
@@ -470,6 +544,8 @@ class StoredStage(TypedDict, total=False):
     metrics: Required[dict[str, float]]
     samples: list[CaseResult]
     judge: JudgeInfo  # judge stages: the judge that scored them
+    window_deltas: dict[str, float]  # a traces run: metric -> its change against the previous window, judge drift cancelled
+    window_se: dict[str, float]  # the standard error of each of those changes
 
 
 class Baseline(TypedDict):

@@ -50,7 +50,9 @@ from gate.core.report import (
     StoredRun,
     StoredStage,
     Verdict,
+    WindowComparison,
 )
+from gate.core.windows import window_decline_check
 
 DEFAULT_WINDOW = 7
 DEFAULT_GROUP_SIZE = 5  # a per-group gate's smallest gated group
@@ -80,27 +82,81 @@ def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapp
             decisions.append(skipped(name, metric, gate, why or stage_skipped or "stage skipped", hib))
             continue
         samples, value = measured["samples"], measured["metrics"].get(metric)
-        pairing = measured.get("pairing", {}) if judge_noise(name, metric) else {}  # an exact figure is never paired
-        confidence = float(gate.get("confidence", DEFAULT_CONFIDENCE))
-        trend = None
-        if "trend" in gate:
-            window = int(gate["trend"].get("window", DEFAULT_WINDOW))
-            trend = (same_run_comparison(pairing.get(f"trend:{window}"), metric, value, confidence, window)
-                     or _noted(trend_comparison(name, samples, refs.history, metric, window), pairing.get(f"trend:{window}")))
-        base = (same_run_comparison(pairing.get("baseline"), metric, value, confidence)
-                or _noted(baseline_comparison(name, samples, refs.baseline, metric), pairing.get("baseline")))
+        windows = measured.get("windows")
+        base: Comparison | None
+        base, trend = window_references(windows, metric, gate) if windows is not None else references(name, measured, metric, gate, refs)
         decision = decide(Gated(name, metric, hib), gate, value, base, trend, refs.mismatch_policy)
         share = share_check(gate, case_scores(samples, metric), judge_noise(name, metric)) if decision.status != "error" else None
         if share is not None:
             decision = with_check(decision, share)
         if "consecutive_decline" in gate and decision.status != "error" and value is not None:
-            earlier = [e["stages"][name]["metrics"][metric] for e in refs.history
-                       if name in e["stages"] and metric in e["stages"][name]["metrics"]]
-            decision = with_check(decision, decline_check(int(gate["consecutive_decline"]), [*earlier, value], hib))
+            decision = with_check(decision, declines(name, measured, metric, int(gate["consecutive_decline"]), refs,
+                                                     float(gate.get("confidence", DEFAULT_CONFIDENCE))))
         if "by" in gate and decision.status != "error":
             decision = by_group(decision, gate, samples, refs)
         decisions.append(decision)
     return decisions
+
+
+def references(name: str, measured: StageMeasurement, metric: str, gate: Mapping[str, Any],
+               refs: CompareWith) -> tuple[Comparison | None, Comparison | None]:
+    """(baseline, trend) comparisons of a golden-set run: same-run pairs where the judged answers were judged again in
+    this run, else the stored scores."""
+    samples, value = measured["samples"], measured["metrics"].get(metric)
+    pairing = measured.get("pairing", {}) if judge_noise(name, metric) else {}  # an exact figure is never paired
+    confidence = float(gate.get("confidence", DEFAULT_CONFIDENCE))
+    trend = None
+    if "trend" in gate:
+        window = int(gate["trend"].get("window", DEFAULT_WINDOW))
+        trend = (same_run_comparison(pairing.get(f"trend:{window}"), metric, value, confidence, window)
+                 or _noted(trend_comparison(name, samples, refs.history, metric, window), pairing.get(f"trend:{window}")))
+    base = (same_run_comparison(pairing.get("baseline"), metric, value, confidence)
+            or _noted(baseline_comparison(name, samples, refs.baseline, metric), pairing.get("baseline")))
+    return base, trend
+
+
+NO_WINDOW = "no earlier traces window in the history to compare with yet"
+
+
+def window_references(windows: Mapping[str, WindowComparison], metric: str,
+                      gate: Mapping[str, Any]) -> tuple[Comparison, Comparison | None]:
+    """(previous window, trend) comparisons of a traces run (gate.core.windows): two samples, judge drift cancelled."""
+
+    def of(key: str, runs: int = 1) -> Comparison:
+        record = windows.get(key)
+        w = record["metrics"].get(metric) if record else None
+        if record is None or w is None:
+            return Comparison(None, note=NO_WINDOW)
+        level = w["corrected"] if w["corrected"] is not None else w["reference_mean"]
+        return Comparison(level if level is not None else w["mean"], runs=runs, label=record["label"], window=w)
+
+    trend = None
+    if "trend" in gate:
+        size = int(gate["trend"].get("window", DEFAULT_WINDOW))
+        trend = of(f"trend:{size}", size)
+    return of("previous"), trend
+
+
+def _recorded(stage: StoredStage | None, metric: str) -> tuple[float, float] | None:
+    """A history entry's recorded (judge-corrected change, its standard error) of a traces window, if it has one."""
+    if stage is None or metric not in stage.get("window_deltas", {}) or metric not in stage.get("window_se", {}):
+        return None
+    return stage["window_deltas"][metric], stage["window_se"][metric]
+
+
+def declines(name: str, measured: StageMeasurement, metric: str, runs: int, refs: CompareWith, confidence: float) -> Check:
+    """consecutive_decline: on a traces window's metric, the judge-corrected changes the windows recorded; otherwise the
+    runs' values."""
+    hib = higher_is_better(metric)
+    windows = measured.get("windows")
+    if windows is not None:
+        now = windows["previous"]["metrics"].get(metric) if "previous" in windows else None
+        mine = (now["delta"], now["se"]) if now and "insufficient" not in now and now["delta"] is not None and now["se"] is not None else None
+        earlier = [_recorded(e["stages"].get(name), metric) for e in refs.history]
+        return window_decline_check(runs, [*earlier, mine], hib, confidence)
+    earlier_values = [e["stages"][name]["metrics"][metric] for e in refs.history
+                      if name in e["stages"] and metric in e["stages"][name]["metrics"]]
+    return decline_check(runs, [*earlier_values, measured["metrics"][metric]], hib)
 
 
 def baseline_breakdown(breakdown: Mapping[str, Mapping[str, GroupMetrics]], base_samples: Sequence[CaseResult],
@@ -185,6 +241,9 @@ def gate_stage(name: str, measured: StageMeasurement, gates: Mapping[str, Mappin
     result["baseline_metrics"] = {m: v for m, v in (refs.baseline or {"metrics": {}})["metrics"].items() if m in measured["metrics"]}
     if refs.baseline and refs.baseline.get("samples") and "breakdown" in result:
         result["breakdown"] = baseline_breakdown(result["breakdown"], refs.baseline.get("samples", []), refs.groups or {})
+    for metric, w in (measured.get("windows") or {}).get("previous", {"metrics": {}})["metrics"].items():
+        if w["corrected"] is not None:  # a traces window: the previous window as today's judge scores it
+            result["baseline_metrics"][metric] = w["corrected"]
     pairing = measured.get("pairing", {})
     same_run = next((p for key, p in sorted(pairing.items()) if p["method"] == "same run" and key == "baseline"),
                     next((p for _, p in sorted(pairing.items()) if p["method"] == "same run"), None))

@@ -14,6 +14,7 @@ from gate.core.report import Report, StageResult
 from gate.render import VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric_rows, ordered_stages, rejection_miss, rejection_misses
 from gate.render.calibration import calibration_console
 from gate.render.changes import changes_console
+from gate.render.traces import traces_line
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "SKIP", "": ""}
 
@@ -105,6 +106,8 @@ def render_console(report: Report, written: str | None = None) -> str:
     b = report.get("baseline", {})
     if b.get("mismatch"):
         out.append(f"warning: the baseline was made from a different {', '.join(b['mismatch'])} (on_mismatch: {b.get('on_mismatch')})")
+    elif report.get("traces"):
+        out.append(traces_line(report, plain=True) or "")
     elif not b.get("found"):
         out.append(f"note: no baseline at {b.get('path')}; max_drop gates skipped (create one with `rag-gate baseline update`)")
     staged = {w for st in report.get("stages", {}).values() for w in st.get("warnings", [])}

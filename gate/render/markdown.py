@@ -26,6 +26,7 @@ from gate.render.calibration import calibration_lines
 from gate.render.changes import changes_lines
 from gate.render.diagnosis import answer_check_cases, checks_note, diagnosed, where_it_broke
 from gate.render.escape import cell, code
+from gate.render.traces import traces_line, window_lines
 from gate.render.trend import render_trend
 
 MARKER_PREFIX = "<!-- rag-gate:comment"
@@ -53,7 +54,7 @@ def _header(report: Report) -> list[str]:
             base += f", {age} day{'s' if age != 1 else ''} old"
     else:
         base = "no baseline yet (max_drop gates skipped)"
-    lines.append(f"Golden set: {int(g.get('n', 0))} cases ({by_type}) · target: {cell(t.get('kind', '?'))} · "
+    lines.append(traces_line(report) or f"Golden set: {int(g.get('n', 0))} cases ({by_type}) · target: {cell(t.get('kind', '?'))} · "
                  f"{int(t.get('errors', 0))} of {int(t.get('calls', 0))} calls failed · {base}")
     mix = g.get("by_question_type") or {}
     if mix:
@@ -83,7 +84,7 @@ def _stage_table(name: str, stage: StageResult) -> list[str]:
     if stage["status"] == "skipped":
         return lines + [f"_{cell(stage.get('reason', 'skipped'), 300)}_", ""]
     n = stage.get("n")
-    if n is not None:
+    if n is not None and not (n == 0 and name == "retrieval" and not stage.get("samples")):  # a traces run: health alone
         extra = f", {int(stage['errored'])} errored" if stage.get("errored") else ""
         excluded = ", ".join(f"{int(v)} {cell(k)}" for k, v in sorted(stage.get("excluded", {}).items()))
         lines.append(f"{int(n)} cases scored{extra}" + (f" ({excluded} left out)" if excluded else "") + ".")
@@ -384,7 +385,7 @@ def _render(report: Report, max_cases: int) -> str:
         lines += _stage_table(name, stage)
         retrieval = report["stages"].get("retrieval")
         lines += _worse_cases(name, stage, max_cases, retrieval.get("reference_k") if retrieval else None)
-        lines += answer_check_cases(stage, max_cases) + calibration_lines(stage)
+        lines += answer_check_cases(stage, max_cases) + calibration_lines(stage) + window_lines(stage)
         lines += _group_gates(stage, max_cases)
         lines += _breakdown(stage, max_cases)
         if name == "robustness" and stage["status"] != "skipped":

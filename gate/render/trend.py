@@ -29,9 +29,11 @@ def render_trend(report: Report) -> list[str]:
                 series[metric] = [*(float(v) if isinstance(v, (int, float)) else None for v in past), float(now)]
     if not series:
         return []
-    labels = [_label(r, i) for i, r in enumerate(runs)] + ["this PR"]
+    traces = "traces" in report  # a traces run is one window of production traffic, not a pull request
+    labels = [_label(r, i) for i, r in enumerate(runs)] + ["this window" if traces else "this PR"]
     shown = list(series)[:MAX_METRICS]
-    lines = [f"<details><summary>Trend over the last {len(runs)} default-branch run{'s' if len(runs) != 1 else ''}</summary>", ""]
+    what = "traces window" if traces else "default-branch run"
+    lines = [f"<details><summary>Trend over the last {len(runs)} {what}{'s' if len(runs) != 1 else ''}</summary>", ""]
     for metric in shown:
         # a run without the metric is left out of its chart (a point at the axis minimum would draw a drop that
         # never happened); the table below still has its row, with a dash

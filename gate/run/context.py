@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 from gate.core.calibration import CalibrationSettings
 from gate.core.changes import summarise_system
 from gate.core.model import TargetOutput
-from gate.core.report import HistoryEntry, StageMeasurement, StoredRun, SystemInfo
+from gate.core.report import HistoryEntry, StageMeasurement, StoredRun, SystemInfo, TracesInfo
 from gate.judges import resolve_judge
 from gate.run.load import Loaded
 from gate.run.notes import passage_text_warning, pending_note, target_notes
 from gate.run.options import RunOptions
-from gate.stages.context import StageContext
+from gate.stages.context import StageContext, Traffic
 
 if TYPE_CHECKING:
     from gate.judges.cache import ScoreCache
@@ -28,9 +28,15 @@ def stage_context(loaded: Loaded, outputs: Mapping[str, TargetOutput], options: 
     cache, the deadline, the shard's cases, the progress and the run's secrets."""
     spec = loaded.spec
     judge, no_judge = resolve_judge(spec.judge, os.environ, secrets=spec.secrets)
+    traffic = None
+    if loaded.traces is not None:
+        from gate.core.rejection import DEFAULT_REFUSAL_PHRASES
+
+        phrases = (spec.traces or {}).get("refusal_phrases") or DEFAULT_REFUSAL_PHRASES
+        traffic = Traffic({c["id"]: c["negative"] for c in loaded.traces.info["cases"]}, tuple(phrases))
     return StageContext(cases=loaded.cases, outputs=outputs, cache=cache, judge=judge, no_judge=no_judge, deadline=loaded.deadline,
                         only=only, progress=options.progress, redactor=spec.redactor(options.secrets),
-                        golden_dir=spec.golden_set_path.parent)
+                        golden_dir=spec.base_dir if spec.traces is not None else spec.golden_set_path.parent, traffic=traffic)
 
 
 @dataclass
@@ -64,6 +70,7 @@ class RunFacts:
     kind: str | None = None  # how the run came (report.run.kind)
     changes_from: tuple[StoredRun, str] | None = None  # the run the changes are counted from, and its name in words
     calibration: tuple[CalibrationSettings, dict[str, Any] | None] | None = None  # judge.calibration and its file
+    traces: TracesInfo | None = None  # a traces run: what it read and sampled
 
 
 def run_facts(loaded: Loaded, options: RunOptions, measured: Measured, duration_s: float, deadline_note: str | None) -> RunFacts:
@@ -76,7 +83,8 @@ def run_facts(loaded: Loaded, options: RunOptions, measured: Measured, duration_
                     target_kind=measured.target_kind, target_notes=target_notes(loaded.cases, measured.outputs, measured.unmatched),
                     pull_request=options.pull_request, run_url=options.run_url, corpus_ids=loaded.corpus_ids,
                     system=summarise_system(o.system for o in measured.outputs.values() if o.error is None), kind=options.kind,
-                    changes_from=changes_reference(loaded, options), calibration=loaded.calibration)
+                    changes_from=changes_reference(loaded, options), calibration=loaded.calibration,
+                    traces=loaded.traces.info if loaded.traces else None)
 
 
 def changes_reference(loaded: Loaded, options: RunOptions) -> tuple[StoredRun, str] | None:

@@ -22,7 +22,8 @@ from gate.core.records import history_summary, mismatched
 from gate.core.report import SCHEMA_VERSION, BaselineInfo, GoldenSetInfo, JudgeInfo, Report, RunInfo, StageMeasurement, StageResult, TargetInfo
 from gate.core.verdict import CompareWith, decide_verdict, gate_stage, run_errors, trap_warning
 from gate.run.context import RunFacts
-from gate.stages.retrieval import retrieval_stage, stale_labels
+from gate.run.traces import traces_fingerprint
+from gate.stages.retrieval import health_stage, retrieval_stage, stale_labels
 
 Groups = Mapping[str, Mapping[str, Sequence[str]]]  # by -> group -> case ids
 
@@ -44,9 +45,13 @@ def gate_stages(spec: Spec, measured: Mapping[str, StageMeasurement], facts: Run
     for name, stage in measured.items():
         differs = baseline is not None and bool(mismatched(baseline, fingerprints, name))
         # the stored-scores comparison needs runs measured the same way; same-run pairs do not (gate.core.pairs)
+        history = [e for e in facts.history if not mismatched(e, fingerprints, name)]
+        if spec.traces is not None:  # a traces window is compared with the windows before it, not the committed baseline
+            history = [e for e in facts.history if e["fingerprints"].get("golden_set") == fingerprints["golden_set"]]
+            baseline, differs = (history[-1] if history else None), False
         against = CompareWith(
             baseline=baseline["stages"].get(name) if baseline else None,
-            history=[e for e in facts.history if not mismatched(e, fingerprints, name)],
+            history=history,
             mismatch_policy=spec.data["baseline"]["on_mismatch"] if differs else None,
             retrieval=stages.get("retrieval"),
             groups=case_groups,
@@ -59,7 +64,9 @@ def measure_all(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, T
                 judged: Mapping[str, StageMeasurement] | None) -> dict[str, StageMeasurement]:
     """The retrieval stage measured (or why not), then the judged stages as they came."""
     measured: dict[str, StageMeasurement] = {"retrieval": skipped("not configured in the spec")}
-    if spec.stages.retrieval:
+    if spec.traces is not None:  # no relevance labels: the health of the production calls
+        measured["retrieval"] = health_stage(cases, outputs, spec.stages.gates("retrieval") if spec.stages.retrieval else {})
+    elif spec.stages.retrieval:
         measured["retrieval"] = retrieval_stage(spec.stages.retrieval, cases, outputs, case_groups, spec.cutoff)
     measured.update(judged or {})
     return measured
@@ -68,7 +75,7 @@ def measure_all(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, T
 def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], facts: RunFacts,
              judged: Mapping[str, StageMeasurement] | None = None) -> Report:
     """The report for one run. ``judged`` holds the judged stages already measured (generation, robustness)."""
-    fingerprints = spec.fingerprints(golden_fingerprint(cases))
+    fingerprints = spec.fingerprints(traces_fingerprint(spec) if spec.traces is not None else golden_fingerprint(cases))
     case_groups = groups(cases)
     measured = measure_all(spec, cases, outputs, case_groups, judged)
     texts: dict[str, str] = {}
@@ -96,6 +103,8 @@ def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, Targ
     }
     if texts:
         report["texts"] = texts
+    if facts.traces is not None:
+        report["traces"] = facts.traces
     with_changes(report, facts)
     found = diagnosis_info(stages, facts.baseline["stages"] if facts.baseline else None, facts.corpus_ids, spec.cutoff)
     if found is not None:
@@ -117,10 +126,11 @@ def run_problems(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, 
     if trap:
         warnings.append(trap)
         stages["generation"]["warnings"].append(trap)
-    failed = [o.error for o in outputs.values() if o.error is not None]
+    # a trace's failure happened in production: the health metric error_rate counts it, the run itself did not fail
+    failed = [o.error for o in outputs.values() if o.error is not None] if spec.traces is None else []
     errors = run_errors(stages, len(cases), failed, float(spec.data["max_error_rate"]))
     retrieval = spec.stages.retrieval
-    stale = stale_labels(cases, outputs, retrieval.match, spec.cutoff) if retrieval else None
+    stale = stale_labels(cases, outputs, retrieval.match, spec.cutoff) if retrieval and spec.traces is None else None
     if stale and retrieval and retrieval.on_stale_labels == "error":
         errors.insert(0, stale)
     elif stale:
@@ -132,7 +142,7 @@ def run_problems(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, 
 
 def golden_set_info(spec: Spec, cases: Sequence[GoldenCase], case_groups: Groups) -> GoldenSetInfo:
     info: GoldenSetInfo = {
-        "path": str(spec.golden_set_path),
+        "path": facts_path(spec),
         "n": len(cases),
         "by_type": {t: len(ids) for t, ids in case_groups["type"].items()},
         "by_category": {t: len(ids) for t, ids in case_groups["category"].items()},
@@ -141,6 +151,11 @@ def golden_set_info(spec: Spec, cases: Sequence[GoldenCase], case_groups: Groups
     if any(c.question_type for c in cases):
         info["by_question_type"] = question_mix(cases, spec)
     return info
+
+
+def facts_path(spec: Spec) -> str:
+    """The golden set's path; a traces run's trace file (its cases are the sampled traces)."""
+    return str(spec.resolve(spec.traces["path"])) if spec.traces is not None else str(spec.golden_set_path)
 
 
 def target_info(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], facts: RunFacts) -> TargetInfo:

@@ -17,6 +17,7 @@ from gate.io.golden import load_corpus_ids, load_golden_set
 from gate.io.history import HistoryStore, LocalHistoryStore
 from gate.io.reports import read_baseline
 from gate.run.options import RunOptions
+from gate.run.traces import TracesRead, read_window
 
 COMMITTED = "the committed baseline file"
 
@@ -35,6 +36,7 @@ class Loaded:
     pending: int = 0  # generated cases left out: they await review
     corpus_ids: frozenset[str] | None = None  # the corpus's document ids (--corpus), read before any question is sent
     calibration: tuple[CalibrationSettings, dict[str, Any] | None] | None = None  # judge.calibration and its file (None: none)
+    traces: TracesRead | None = None  # a traces run: the sampled traces (the cases) and what they answered
 
     @property
     def history(self) -> list[HistoryEntry]:
@@ -47,7 +49,8 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
     ``unset_ok``: the spec may read variables that are not set (a merge asks no target and no judge)."""
     spec = load_spec(config, unset_ok=unset_ok)
     max_entries = int(spec.data["history"]["max_entries"])
-    everything = load_golden_set(spec.golden_set_path)
+    traces = read_window(spec, options.now()) if spec.traces is not None else None
+    everything = traces.cases if traces is not None else load_golden_set(spec.golden_set_path)
     cases = [c for c in everything if not c.pending_review]  # generated cases wait for a reviewer's approval
     store = options.history_store or LocalHistoryStore(spec.history_path, max_entries)
     store.max_entries = max_entries
@@ -61,7 +64,8 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
         source = f"{chosen[1]}; {COMMITTED}" if baseline else chosen[1]
     deadline = Deadline(options.max_duration_s if options.max_duration_s is not None else spec.data["max_duration_s"])
     corpus = frozenset(load_corpus_ids(Path(options.corpus))) if options.corpus else None
-    return Loaded(spec, cases, store, entries, baseline, source, deadline, len(everything) - len(cases), corpus, calibration(spec))
+    return Loaded(spec, cases, store, entries, baseline, source, deadline, len(everything) - len(cases), corpus, calibration(spec),
+                  traces)
 
 
 def calibration(spec: Spec) -> tuple[CalibrationSettings, dict[str, Any] | None] | None:

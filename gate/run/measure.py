@@ -4,6 +4,7 @@ and the generation stage judges the paired runs' changed answers beside this run
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.pairs import PairedRun, paired_run
@@ -14,6 +15,8 @@ from gate.run.ask import collect_outputs
 from gate.run.context import Measured, stage_context
 from gate.run.load import Loaded
 from gate.run.options import RunOptions
+from gate.run.traces import traces_fingerprint
+from gate.stages.windows import WindowRefs, stored_window
 from gate.targets import Target
 from gate.targets.factory import make_target
 
@@ -44,6 +47,31 @@ def paired_runs(loaded: Loaded, stage: str = "generation") -> list[PairedRun]:
     return runs
 
 
+def window_refs(loaded: Loaded) -> list[WindowRefs]:
+    """A traces run's references: the previous window of the history, and the last N windows of each trend gate; each
+    window with its anchor traces (gate.stages.windows)."""
+    spec = loaded.spec
+    settings = spec.traces
+    if settings is None or loaded.traces is None:
+        return []
+    mine = traces_fingerprint(spec)
+    usable = [e for e in loaded.history if "generation" in e["stages"] and e["fingerprints"].get("golden_set") == mine]
+    if not usable:
+        return []
+    texts = text_table(*loaded.entries)
+    anchor, seed, least = int(settings["anchor"]), int(settings["sample"]["seed"]), int(settings["min_sample"])
+    stored = {e["created_at"]: w for e in usable if (w := stored_window(e, texts, anchor, seed)) is not None}
+    previous = stored.get(usable[-1]["created_at"])
+    refs = [WindowRefs("previous", "the previous " + previous.label[4:], [previous], anchor, least)] if previous else []
+    gates = spec.stages.gates("generation")
+    for size in sorted({int(g["trend"].get("window", DEFAULT_WINDOW)) for g in gates.values() if "trend" in g}):
+        windows = [stored[e["created_at"]] for e in usable[-size:] if e["created_at"] in stored]
+        if windows:
+            label = f"the mean of the last {len(windows)} window{'s' if len(windows) != 1 else ''}"
+            refs.append(WindowRefs(f"trend:{size}", label, windows, anchor, least))
+    return refs
+
+
 def measure_judged(loaded: Loaded, outputs: dict[str, TargetOutput], target: Target, options: RunOptions,
                    only: Sequence[GoldenCase] | None = None) -> dict[str, StageMeasurement]:
     """Run the judged stages the spec configures (generation, robustness: the robustness stage asks the target
@@ -60,7 +88,11 @@ def measure_judged(loaded: Loaded, outputs: dict[str, TargetOutput], target: Tar
         if spec.stages.generation is not None:
             from gate.stages.generation import generation_stage
 
-            judged["generation"] = generation_stage(spec.stages.generation, ctx, paired_runs(loaded))
+            if loaded.traces is not None:  # the traces were sampled already (target.traces.sample): every one is judged
+                settings = replace(spec.stages.generation, sample=replace(spec.stages.generation.sample, size="all"))
+                judged["generation"] = generation_stage(settings, ctx, (), window_refs(loaded))
+            else:
+                judged["generation"] = generation_stage(spec.stages.generation, ctx, paired_runs(loaded))
         if spec.stages.robustness is not None:
             from gate.io.golden import load_distractor_file
             from gate.stages.robustness import robustness_stage
@@ -78,7 +110,7 @@ def measure(loaded: Loaded, options: RunOptions, only: Sequence[GoldenCase] | No
     spec, cases = loaded.spec, loaded.cases
     asked = cases if only is None else only
     progress = options.progress
-    with make_target(spec, cases, loaded.deadline) as target:
+    with make_target(spec, cases, loaded.deadline, loaded.traces.outputs if loaded.traces else None) as target:
         if progress is not None:
             progress.on_start(len(asked), target.kind)
         outputs = collect_outputs(target, asked, spec.target_k, progress.on_done if progress else None, loaded.deadline)

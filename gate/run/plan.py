@@ -16,17 +16,19 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gate.core.catalog import EngineMetric
 from gate.core.model import GoldenCase
 from gate.core.settings import GenerationSettings, NoiseSettings
 from gate.judges import judge_cost, resolve_judge
 from gate.run.ask import collect_outputs
 from gate.run.load import Loaded, load
-from gate.run.measure import paired_runs
+from gate.run.measure import paired_runs, window_refs
 from gate.run.options import RunOptions
 from gate.stages.context import StageContext
 from gate.stages.generation import TaskList, make_tasks
 from gate.stages.judging import JudgeSession, Task, open_cache
 from gate.stages.pairing import pair_up
+from gate.stages.windows import anchor_tasks
 from gate.targets.factory import make_target
 
 # calls a metric makes per judged sample (k: the sample's contexts); a GEval criterion also derives its steps once
@@ -89,10 +91,13 @@ class RunPlan:
     cost: float | None = None
     notes: list[str] = field(default_factory=list)
     judge: bool = False  # the spec configures a judge
+    traces: str = ""  # a traces run: what it read and sampled, in words
+    anchor_calls: int = 0  # a traces run: the earlier windows' anchor traces judged again (never from the cache)
 
     @property
     def judge_calls(self) -> int:
-        return sum(m.calls for m in self.metrics) + self.self_check_calls + self.pairing_calls + self.steps_calls + self.robustness_calls
+        return (sum(m.calls for m in self.metrics) + self.self_check_calls + self.pairing_calls + self.steps_calls + self.robustness_calls
+                + self.anchor_calls)
 
 
 def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | None = None) -> RunPlan:
@@ -101,10 +106,15 @@ def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | 
     spec, cases = loaded.spec, loaded.cases
     answerable = [c for c in cases if c.answerable]
     gen = spec.stages.generation
-    sample = gen.sample.draw(cases) if gen else []
+    sample = (answerable if loaded.traces else gen.sample.draw(cases)) if gen else []  # a traces run judges every sampled trace
     plan = RunPlan(cases=len(cases), answerable=len(answerable), retrieval_cases=len(answerable) if spec.stages.retrieval else 0,
                    sample=len(sample), target_calls=len(cases))
     plan.judge = spec.judge is not None
+    if loaded.traces is not None:
+        t = loaded.traces.info
+        plan.traces = (f"traces: {t['sampled']} sampled of {t['in_window']} in the window from {t['read']} read"
+                       + (f", {t['unreadable']} unreadable" if t["unreadable"] else "") + f" ({t['path']}, {t['format']})")
+        plan.target_calls = 0
     if loaded.pending:
         plan.notes.append(f"{loaded.pending} generated case(s) await review and are left out")
     noise = spec.stages.robustness.noise if spec.stages.robustness else None
@@ -124,7 +134,7 @@ def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | 
         plan.notes.append("the target was not asked: every sampled case is counted as to judge, with k contexts each")
         _tokens(plan, loaded, [])
         return plan
-    with make_target(spec, cases, loaded.deadline) as target:
+    with make_target(spec, cases, loaded.deadline, loaded.traces.outputs if loaded.traces else None) as target:
         outputs = collect_outputs(target, sample, spec.target_k)
     cache = open_cache(spec, spec.resolve(spec.data["cache"]["path"]).exists())  # a plan never creates the cache file
     try:
@@ -168,7 +178,10 @@ def _plan_judging(plan: RunPlan, loaded: Loaded, gen: GenerationSettings, sample
     if gen.self_check:
         check_ids = {c.id for c in sample[: gen.self_check.cases]}
         plan.self_check_calls = calls_of([t for t in work.tasks if t.case_id in check_ids and t.scored.engine != "offline"])
-    paired = paired_runs(loaded)
+    windows = window_refs(loaded)
+    if windows:
+        plan.anchor_calls = calls_of(anchor_tasks(windows, plan_metrics(gen, session), session))
+    paired = paired_runs(loaded) if loaded.traces is None else []
     if paired:
         judged = [t for t in work.tasks if t.scored.engine != "offline"]  # only a judge's scores are paired
         pairs = pair_up(paired, sample, {c.id for c in loaded.cases}, judged, {t.key for t in todo}, session)
@@ -191,10 +204,19 @@ def _tokens(plan: RunPlan, loaded: Loaded, items: list[tuple[str, str, tuple[str
     plan.cost = judge_cost((loaded.spec.judge or {}).get("prices") or {}, prompt, completion)
 
 
+def plan_metrics(gen: GenerationSettings, session: JudgeSession) -> list[EngineMetric]:
+    """The metrics the session can judge."""
+    return [m for m in gen.metrics if m.engine in session.engines]
+
+
 def render_plan(plan: RunPlan) -> str:
-    lines = [f"golden set: {plan.cases} cases ({plan.answerable} answerable)",
-             f"target: about {plan.target_calls} calls" + (" (and the noise test's)" if plan.robustness_calls else ""),
-             f"retrieval: {plan.retrieval_cases} cases scored, no judge"]
+    if plan.traces:
+        lines = [plan.traces, "target: nothing asked (the traces hold what the system answered)",
+                 f"retrieval: the health of {plan.cases} production calls, no judge"]
+    else:
+        lines = [f"golden set: {plan.cases} cases ({plan.answerable} answerable)",
+                 f"target: about {plan.target_calls} calls" + (" (and the noise test's)" if plan.robustness_calls else ""),
+                 f"retrieval: {plan.retrieval_cases} cases scored, no judge"]
     if plan.metrics:
         lines.append(f"generation: {plan.sample} sampled cases")
         lines.append(f"  {'metric':<28} {'engine':<9} {'cached':>6} {'to judge':>8} {'calls':>6}")
@@ -208,6 +230,8 @@ def render_plan(plan: RunPlan) -> str:
             lines.append(f"  {m.name:<28} {m.engine:<9} {m.cached:>6} {m.to_judge:>8} {m.calls:>6}")
         if plan.self_check_calls:
             lines.append(f"  self-check (judged again, never from the cache): {plan.self_check_calls} calls")
+        if plan.anchor_calls:
+            lines.append(f"  earlier windows' anchor traces judged again (never from the cache): {plan.anchor_calls} calls")
         if plan.pairing_calls:
             lines.append(f"  reference runs' changed answers judged again (same-run pairs): {plan.pairing_calls} calls")
         if plan.steps_calls:

@@ -55,6 +55,9 @@ def run_shard(config: str, shard: tuple[int, int], options: RunOptions | None = 
     index, of = shard
     with gc_paused():
         loaded = load(config, options)
+        if loaded.traces is not None:
+            raise loaded.spec.error("a traces run is not sharded: its window is compared as a whole with the windows before "
+                                    "it (run it in one job; a sample of a few hundred traces judges in minutes)", "target", "traces")
         mine = [c for c in loaded.cases if shard_of(c.id, of) == index]
         measured = measure(loaded, options, only=mine)
         note = deadline_note(loaded.deadline, measured.outputs, measured.judged)

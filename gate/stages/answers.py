@@ -19,7 +19,7 @@ from typing import Any
 from gate.core.answers import AnswerChecks, AnswerResult, check_answer
 from gate.core.errors import InputError
 from gate.core.model import GoldenCase, TargetOutput
-from gate.core.report import AnswerCheckCase, AnswersInfo
+from gate.core.report import AnswerCheckCase, AnswersInfo, CaseResult
 
 
 @cache
@@ -140,3 +140,19 @@ def finish_answers(part: AnswersPart) -> AnswersPart:
         else:
             part.not_evaluated[metric] = none
     return part
+
+
+def joined(samples: list[CaseResult], checked: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[CaseResult]:
+    """The judged rows with the checks' values joined in, and a row of its own for each other checked case; in golden
+    order (``order``: the case ids)."""
+    own: list[CaseResult] = [{"id": a["id"], "metrics": dict(a["metrics"]), "error": None} for a in checked if a["metrics"]]
+    if not samples:  # nothing judged to join (the checks' rows are in golden order already)
+        return own
+    rows = {s["id"]: s for s in samples}
+    for row in own:
+        if row["id"] in rows:
+            rows[row["id"]]["metrics"].update(row["metrics"])
+        else:
+            rows[row["id"]] = row
+    place = {cid: i for i, cid in enumerate(order)}
+    return sorted(rows.values(), key=lambda s: place.get(s["id"], len(place)))

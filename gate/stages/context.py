@@ -38,6 +38,15 @@ EngineFactory = Callable[[set[str], "JudgeSettings | None", dict[str, str], "Sco
 
 
 @dataclass(frozen=True)
+class Traffic:
+    """A traces run's facts about its traces beside their answers: which ratings are negative, and the phrases that
+    mark an answer as a refusal."""
+
+    negative: Mapping[str, bool | None]  # case (trace) id -> its rating is negative; None: not rated
+    refusal_phrases: Sequence[str]
+
+
+@dataclass(frozen=True)
 class StageContext:
     """One run's shared state for its judged stages. ``cases`` is the whole golden set (every sample is drawn from
     it); ``only`` a shard's case ids (the samples are then restricted to them, and ``outputs`` holds theirs)."""
@@ -53,6 +62,7 @@ class StageContext:
     redactor: Redactor = field(default_factory=lambda: Redactor([]))
     engines: EngineFactory | None = None  # None: gate.stages.judging.build_engines (a test or benchmark may give its own)
     golden_dir: Path | None = None  # the golden set's folder: a case's own files (checks.json_schema) are relative to it
+    traffic: Traffic | None = None  # a traces run: its cases are production traces
 
     def mine(self, cases: Sequence[GoldenCase]) -> list[GoldenCase]:
         """``cases`` restricted to this shard's (all of them outside a shard)."""

@@ -12,17 +12,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from gate.core.catalog import EngineMetric
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.pairs import PairedRun, output_ref
 from gate.core.report import CaseResult, JudgeInfo, MetricDiff, OutputRef, Pairing, SampleInfo, SelfCheck, StageMeasurement, Usage
 from gate.core.settings import GenerationSettings
-from gate.stages.answers import AnswersPart, answer_checks
+from gate.stages.answers import AnswersPart, answer_checks, joined
 from gate.stages.context import StageContext
 from gate.stages.judging import JudgeSession, Result, Task, judge_input, missing_input, ticking
 from gate.stages.pairing import PairSet, confirmed, pair_up, records, settle, to_confirm
+from gate.stages.traffic import with_traffic
+from gate.stages.windows import WindowRefs, anchor_scores, anchor_tasks, window_records
 
 
 @dataclass
@@ -82,7 +83,29 @@ class GenerationScores:
     self_check: SelfCheckScores | None = None
 
 
-def generation_stage(settings: GenerationSettings, ctx: StageContext, paired: Sequence[PairedRun] = ()) -> StageMeasurement:
+def generation_stage(settings: GenerationSettings, ctx: StageContext, paired: Sequence[PairedRun] = (),
+                     windows: Sequence[WindowRefs] = ()) -> StageMeasurement:
+    """The stage (``judged_stage``); in a traces run with the traffic shares, and each window comparison (``windows``:
+    the earlier windows its relative gates compare with, their anchor traces judged again in this run)."""
+    anchors = Anchors()
+    stage = judged_stage(settings, ctx, paired, windows, anchors)
+    stage = with_traffic(stage, ctx.mine(ctx.cases), ctx.outputs, ctx.traffic)
+    if ctx.traffic is not None and stage.get("skipped") is None:  # a traces window, compared with the ones before it
+        per_case = {s["id"]: s["metrics"] for s in stage["samples"]}
+        stage["windows"] = window_records(windows, per_case, list(stage["metrics"]), anchors.scores, anchors.judgings)
+    return stage
+
+
+@dataclass
+class Anchors:
+    """The anchor traces' scores judged today: (window, trace id, metric) -> score, and how many judgings it took."""
+
+    scores: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    judgings: int = 0
+
+
+def judged_stage(settings: GenerationSettings, ctx: StageContext, paired: Sequence[PairedRun], windows: Sequence[WindowRefs],
+                 anchors: Anchors) -> StageMeasurement:
     """Run the stage: what it measured (its gates are applied by gate.core.verdict.gate_stage). ``paired``: the runs
     its relative gates compare with; every judged case is paired with each (gate.stages.pairing). In a shard
     (``ctx.only``) the sample and the self-check's cases are drawn from every case, then restricted to the shard's,
@@ -110,7 +133,9 @@ def generation_stage(settings: GenerationSettings, ctx: StageContext, paired: Se
                     {t.key for t in judged.todo}, session)
     import asyncio  # here: a stage that judges nothing (the answer checks alone) does not load the event loop
 
-    first, second = asyncio.run(judged.run(pairs))
+    again = anchor_tasks(windows, runnable, session)
+    first, second, anchored = asyncio.run(judged.run(pairs, again))
+    anchors.scores, anchors.judgings = anchor_scores(again, anchored), len(again)
     scores = judged.scores(sample, info, first, not_evaluated)
     if paired:
         scores.pairing = records(pairs, llm, scores.judge)
@@ -125,28 +150,12 @@ def with_answers(stage: StageMeasurement, answers: AnswersPart, settings: Genera
     gated check metric could not be computed. Nothing is added when no check applies to any case."""
     if answers.cases:
         stage["metrics"].update(answers.metrics)
-        stage["samples"] = _joined(stage["samples"], answers.cases, order)
+        stage["samples"] = joined(stage["samples"], answers.cases, order)
         stage["checks"] = answers.record()
     for metric, why in answers.not_evaluated.items():
         if metric in settings.gates:  # said only where a gate asks for it
             stage["not_evaluated"].setdefault(metric, why)
     return stage
-
-
-def _joined(samples: list[CaseResult], checked: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[CaseResult]:
-    """The judged rows with the checks' values joined in, and a row of its own for each other checked case; in golden
-    order (``order``: the case ids)."""
-    own: list[CaseResult] = [{"id": a["id"], "metrics": dict(a["metrics"]), "error": None} for a in checked if a["metrics"]]
-    if not samples:  # nothing judged to join (the checks' rows are in golden order already)
-        return own
-    rows = {s["id"]: s for s in samples}
-    for row in own:
-        if row["id"] in rows:
-            rows[row["id"]]["metrics"].update(row["metrics"])
-        else:
-            rows[row["id"]] = row
-    place = {cid: i for i, cid in enumerate(order)}
-    return sorted(rows.values(), key=lambda s: place.get(s["id"], len(place)))
 
 
 class Judging:
@@ -159,27 +168,28 @@ class Judging:
         self.recheck = [t for t in work.tasks if t.case_id in check_ids and t.scored.engine != "offline"]
         self.fresh: list[Task] = []
 
-    async def run(self, pairs: PairSet) -> tuple[dict[int, Result], dict[int, Result]]:
-        """(the main tasks' results, the self-check's second judgings), by index; the pairs settled and confirmed."""
+    async def run(self, pairs: PairSet, anchors: Sequence[Task] = ()) -> tuple[dict[int, Result], dict[int, Result], dict[int, Result]]:
+        """(the main tasks' results, the self-check's second judgings, the anchor traces' judgings), by index; the pairs
+        settled and confirmed. The anchors are judged afresh, never looked up in the cache nor stored in it."""
         import asyncio
 
         session, deadline, progress = self.session, self.ctx.deadline, self.ctx.progress
         self.fresh = list(pairs.fresh.values())
         if progress is not None:
-            progress.start("generation", len(self.todo) + len(self.recheck) + len(self.fresh),
+            progress.start("generation", len(self.todo) + len(self.recheck) + len(self.fresh) + len(anchors),
                            usage=session.client.usage if session.client else None)
         try:
             stored, counted = ticking(progress, "generation", session.store), ticking(progress, "generation")
-            first, second, again = await asyncio.gather(session.judge(self.todo, on_result=stored, deadline=deadline),
-                                                        session.judge(self.recheck, on_result=counted, deadline=deadline),
-                                                        session.judge(self.fresh, on_result=stored, deadline=deadline))
+            first, second, again, anchored = await asyncio.gather(
+                session.judge(self.todo, on_result=stored, deadline=deadline), session.judge(self.recheck, on_result=counted, deadline=deadline),
+                session.judge(self.fresh, on_result=stored, deadline=deadline), session.judge(anchors, on_result=counted, deadline=deadline))
             settle(pairs, {t.key: first[i] for i, t in enumerate(self.todo)}, {t.key: again[i] for i, t in enumerate(self.fresh)},
                    session)
             confirm = to_confirm(pairs, self.settings.case_drop, session.cache)
             if confirm:  # a drop above case_drop: both sides judged once more before the gate may fail on it
                 tasks = [t for _, ref, cur in confirm for t in (ref, cur)]
                 confirmed(confirm, await session.judge(tasks, deadline=deadline), session)
-            return first, second
+            return first, second, anchored
         finally:
             await session.aclose()
 
@@ -206,7 +216,7 @@ class Judging:
         for c in sample:
             out = self.ctx.outputs[c.id]
             if out.error is None:
-                scores.outputs[c.id] = output_ref(out.answer, out.contexts, scores.texts)
+                scores.outputs[c.id] = output_ref(out.answer, out.contexts, scores.texts, c.question if self.ctx.traffic else None)
         return scores
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from operator import attrgetter
+from typing import Any
 
 from gate.core.catalog import MetricName
 from gate.core.model import GoldenCase, TargetOutput
@@ -125,6 +126,14 @@ def retrieval_stage(
     if groups:
         stage["breakdown"] = breakdown(groups, scored, metrics)
     return stage
+
+
+def health_stage(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], gates: Mapping[str, Any]) -> StageMeasurement:
+    """A traces run's retrieval stage: its traces carry no relevance labels, so the health figures alone (latency,
+    errors, tokens, cache hits of the production calls)."""
+    health, unused = _health(cases, outputs)
+    return {"metrics": health, "n": 0, "errored": sum(1 for c in cases if outputs[c.id].error is not None), "excluded": {},
+            "samples": [], "not_evaluated": {m: why for m, why in unused.items() if m in gates}, "warnings": []}
 
 
 def _health(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> tuple[dict[str, float], dict[str, str]]:

@@ -1,18 +1,24 @@
-"""The target the spec names: exactly one of results, http, python."""
+"""The target the spec names: exactly one of results, http, python, traces."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gate.config.spec import Spec
-from gate.core.model import GoldenCase
+from gate.core.model import GoldenCase, TargetOutput
 from gate.deadline import NO_DEADLINE, Deadline
 from gate.targets import Target
 
 
-def make_target(spec: Spec, cases: Sequence[GoldenCase], deadline: Deadline = NO_DEADLINE) -> Target:
-    """The target the spec names (exactly one of results, http, python)."""
+def make_target(spec: Spec, cases: Sequence[GoldenCase], deadline: Deadline = NO_DEADLINE,
+                traced: Mapping[str, TargetOutput] | None = None) -> Target:
+    """The target the spec names (exactly one of results, http, python, traces: ``traced`` holds the sampled traces'
+    outputs, read by gate.run.traces)."""
     cfg = spec.target
+    if "traces" in cfg:
+        from gate.targets.traces import TracesTarget
+
+        return TracesTarget(traced or {})
     if "results" in cfg:
         from gate.targets.results import ResultsFileTarget
 

@@ -100,11 +100,11 @@ class DocWorkflow:
     @property
     def kind(self) -> str:
         """What the workflow is for: `gate` (pull requests), `shards`, `record` (the default branch), `comment` (the
-        fork-safe follow-up), `watch` (scheduled runs)."""
+        fork-safe follow-up), `watch` (scheduled runs), `traces` (scheduled runs of a traces spec)."""
         if "workflow_run" in self.events:
             return "comment"
-        if "schedule" in self.events:
-            return "watch"
+        if "schedule" in self.events:  # a watch of a traces spec: its window of production traffic, exported first
+            return "traces" if any("traces" in str((s.get("with") or {}).get("config", "")) for _, s in self.rag_gate_steps()) else "watch"
         if "push" in self.events:
             return "record"
         if any("shard" in (step.get("with") or {}) for _, step in self.steps()):
@@ -158,7 +158,7 @@ def of_kind(workflows: list[DocWorkflow], kind: str) -> list[DocWorkflow]:
 def test_every_workflow_of_the_docs_is_one_this_module_runs(workflows: list[DocWorkflow], tmp_path: Path) -> None:
     kinds = {w.name: w.kind for w in workflows}
     assert "unknown" not in kinds.values(), f"a workflow of the docs this module does not know how to run: {kinds}"
-    assert {"gate", "shards", "record", "comment", "watch"} <= set(kinds.values()), kinds
+    assert {"gate", "shards", "record", "comment", "watch", "traces"} <= set(kinds.values()), kinds
     for w in workflows:
         assert w.rag_gate_steps(), f"{w.name} does not use the action"
         local_repositories(w, tmp_path)  # every remote action has a stand-in
@@ -358,6 +358,11 @@ def make_repo(where: Path, workflow: DocWorkflow, target: str, *, extra_spec: st
     (repo / "rag-eval.yml").write_text(spec.replace("version: 1\n", "version: 1\n" + extra_spec, 1))
     (repo / ".github" / "workflows").mkdir(parents=True)
     (repo / ".github" / "workflows" / "docs.yml").write_text(workflow.text)
+    return committed(repo)
+
+
+def committed(repo: Path) -> Path:
+    """The repository, its files committed on main with GitHub's owner/repo as origin."""
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"]
     for args in (["init", "-q"], ["remote", "add", "origin", "https://github.com/owner/repo.git"], ["add", "-A"],
                  ["commit", "-qm", "the workflow as printed"]):
@@ -372,7 +377,7 @@ def set_gate(repo: Path, threshold: str) -> None:
 
 def run_workflow(act: str, repo: Path, workflow: DocWorkflow, action_tree: Path, store: Path, gh: GitHubServer, *,
                  event_name: str, event: dict[str, Any], run_id: int, token: str = WRITE_TOKEN,
-                 env: dict[str, str] | None = None) -> Run:
+                 env: dict[str, str] | None = None, secrets: dict[str, str] | None = None) -> Run:
     """One run of the workflow under act, with the substitutions of the module docstring (as tests/e2e/test_e2e_act.py's
     run_act, which it follows: the same flags, the same reading of act's JSON log, the same masking check)."""
     event_path = repo.parent / f"event-{uuid.uuid4().hex}.json"
@@ -383,7 +388,7 @@ def run_workflow(act: str, repo: Path, workflow: DocWorkflow, action_tree: Path,
     proc = subprocess.run(
         [act, event_name, "-W", ".github/workflows/docs.yml", "-e", str(event_path), "-P", "ubuntu-latest=local/runner:bookworm",
          "--pull=false", "--rm", "--json", *maps, "--container-options", f"-v {store}:{STORE_IN_RUNNER}", *envs,
-         "-s", f"GITHUB_TOKEN={token}"],
+         "-s", f"GITHUB_TOKEN={token}", *[a for k, v in (secrets or {}).items() for a in ("-s", f"{k}={v}")]],
         cwd=repo, capture_output=True, text=True, timeout=900, env={**os.environ, "HOME": str(repo.parent)},
     )
     jobs: dict[str, str] = {}
@@ -682,3 +687,72 @@ def _watch_scenario(act: str, w: DocWorkflow, action_tree: Path, tmp_path: Path)
         assert [e["kind"] for e in entries] == ["schedule"] * 5 and [e["verdict"] for e in entries] == ["pass", "fail", "fail", "fail", "pass"]
     (tmp_path / "watch-timeline.txt").write_text("\n".join(timeline) + "\n")
     return timeline
+
+
+# --------------------------------------------------------------------------- a traces spec on a schedule
+
+def make_traces_repo(where: Path, workflow: DocWorkflow) -> Path:
+    """The repository a traces workflow runs in: the config it names (a traces spec judged by the stand-in), an export
+    script for the step before it (it prints the week's traces, $WEEK), and the workflow as printed, committed."""
+    from tests.integration.test_traces_run import SPEC, traces
+
+    repo = where / "repo"
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (config,) = {str(st["with"]["config"]) for _, st in workflow.rag_gate_steps()}
+    (repo / config).write_text(SPEC.format(anchor=40, gates="      supported: {max_drop: 0.03}"))
+    export = [s for _, s in workflow.steps() if "traces.jsonl" in str(s.get("run", ""))]
+    assert export, f"{workflow.name}: no step writes traces.jsonl"
+    script = Path(str(export[0]["run"]).split()[0])
+    (repo / script).parent.mkdir(parents=True, exist_ok=True)
+    (repo / script).write_text('#!/bin/sh\ncat "$(dirname "$0")/week-$WEEK.jsonl"\n')
+    (repo / script).chmod(0o755)
+    for week, (bad, day) in enumerate(((5, 1), (5, 8), (2, 15), (5, 22)), start=1):
+        rows = traces(f"w{week}-", day, bad)
+        (repo / script).parent.joinpath(f"week-{week}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (repo / ".github" / "workflows" / "docs.yml").write_text(workflow.text)
+    return committed(repo)
+
+
+@pytest.mark.docker
+def test_the_traces_workflow_alerts_on_a_real_drop_not_on_a_harsher_judge_under_act(act: str, workflows: list[DocWorkflow],
+                                                                                    action_tree: Path, tmp_path: Path) -> None:
+    """The traces workflow of the docs as printed, four weeks: a first window (recorded, nothing to compare); a judge
+    0.06 harsher on the same system (the anchor cancels it: no issue); a real drop (one issue, with the window table);
+    the system back (the issue closed). The history branch keeps the four windows."""
+
+    for i, w in enumerate(of_kind(workflows, "traces")):
+        _traces_scenario(act, w, action_tree, tmp_path / f"t{i}")
+
+
+def _traces_scenario(act: str, w: DocWorkflow, action_tree: Path, where: Path) -> None:
+    from tests.support.judge_server import JudgeServer
+    from tests.support.markup import render
+
+    where.mkdir()
+    store = where / "store"
+    store.mkdir()
+    repo = make_traces_repo(where, w)
+    event = {"schedule": "17 6 * * 1", "repository": {"full_name": "owner/repo", "default_branch": "main"}}
+    with GitHubServer(repos=("owner/repo",)) as gh, JudgeServer() as judge:
+        def week(n: int, offset: float) -> Run:
+            judge.offset = offset
+            return run_workflow(act, repo, w, action_tree, store, gh, event_name="schedule", event=event, run_id=next(RUN_IDS),
+                                env={"WEEK": str(n), "JUDGE_BASE_URL": judge.url}, secrets={"OPENAI_API_KEY": "sk-test-0123456789abcdef"})
+
+        run = week(1, 0.0)
+        assert run.code == 0 and "rag-gate: passed: no open watch issue" in run.log, run.tail()
+        run = week(2, -0.06)
+        assert run.code == 0 and _bot_issues(gh) == [], run.tail()  # the harsher judge, cancelled by the anchor
+        run = week(3, -0.06)
+        assert run.code != 0, run.tail()
+        (issue,) = _bot_issues(gh)
+        html = render(issue["body"])
+        assert "This window vs the previous window" in issue["body"] and "Judge drift" in issue["body"]
+        assert "<script" not in html and "rag-gate failed" in html
+        run = week(4, -0.06)
+        assert run.code == 0, run.tail()
+        (issue,) = _bot_issues(gh)
+        assert issue["state"] == "closed" and issue["comments_list"][-1]["body"].startswith("Recovered")
+        entries = [json.loads(ln) for ln in (gh.file("rag-gate/history.jsonl", "rag-gate-history", "owner/repo") or "").splitlines()]
+        assert [e["verdict"] for e in entries] == ["pass", "pass", "fail", "pass"]
+        assert all("window_deltas" in e["stages"]["generation"] for e in entries[1:])

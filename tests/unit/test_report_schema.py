@@ -47,6 +47,8 @@ MIRRORS = {
     "AnswerCheckCase": "answer_check_case", "AnswersInfo": "answers_info", "CaseDiagnosis": "case_diagnosis",
     "LayerSummary": "layer_summary", "DiagnosisInfo": "diagnosis_info", "SystemInfo": "system_info", "Change": "change",
     "ChangesFrom": "changes_from", "HumanScale": "human_scale", "CalibrationInfo": "calibration_info",
+    "TraceProblem": "trace_problem", "TraceCase": "trace_case", "TracesInfo": "traces_info", "WindowMetric": "window_metric",
+    "WindowComparison": "window_comparison",
 }
 
 
