@@ -28,6 +28,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from gate.run.shards import parse_shard
 
         shard = parse_shard(args.shard)
+        if args.write_paraphrases:
+            raise InputError("--write-paraphrases needs the whole run's rewrites: not with --shard", key="--write-paraphrases")
         if not args.report:
             raise InputError("a shard writes its part to --report: give the path", key="--report")
         for flag, value in (("--markdown", args.markdown), ("--junit", args.junit), ("--html", args.html)):
@@ -37,7 +39,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_ERROR if part["errors"] else EXIT_PASS
     report = run_and_write(args.config, Destinations(args.report, args.markdown, args.junit, args.html), options,
                            show_progress=not args.no_progress, quiet=args.quiet)
+    if args.write_paraphrases:
+        _write_paraphrases(report, args.write_paraphrases)
     return report["exit_code"]
+
+
+def _write_paraphrases(report: Report, path: str) -> None:
+    """The rewrites the run's paraphrase test used, one {id, paraphrases} line per case (gate.core.paraphrase)."""
+    from gate.core.paraphrase import review_lines
+    from gate.io.files import write_text
+
+    stage = report["stages"].get("robustness")
+    info = None if stage is None else stage.get("paraphrase")
+    if info is None:
+        print("rag-gate: --write-paraphrases: this run has no paraphrase test's rewrites (stages.robustness.paraphrase); "
+              f"{path} not written", file=sys.stderr)
+        return
+    write_text(Path(path), review_lines(info))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

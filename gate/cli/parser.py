@@ -44,6 +44,8 @@ def _run_and_merge(sub: Commands, spec: argparse.ArgumentParser) -> None:
                      "--report; `rag-gate merge` gates the parts together")
     run.add_argument("--corpus", metavar="FILE", help="the corpus (JSONL, one {id, text} a line): a relevant id no run "
                      "retrieved is diagnosed corpus_missing when the corpus lacks it, not_retrieved when it holds it")
+    run.add_argument("--write-paraphrases", metavar="FILE", help="write the paraphrase test's rewrites here (JSONL, one "
+                     "{id, paraphrases} a line) to review and merge into the golden set")
 
     merge = sub.add_parser("merge", parents=[spec], help="merge the parts of a sharded run into one report, and gate it")
     merge.add_argument("parts", nargs="+", metavar="PART", help="the parts (rag-gate run --shard I/N --report PART), or "

@@ -56,7 +56,7 @@ def _check_robustness(spec: Spec) -> list[InputError]:
     noise = stage.get("noise") or {}
     if noise.get("source") == "file" and not noise.get("file"):
         errors.append(spec.error("source: file needs file: (a JSONL of {id, distractors})", "stages", "robustness", "noise", "source"))
-    names = robustness_metric_names(stage)
+    names = robustness_metric_names(stage, spec.data_cutoff)
     for metric in stage.get("gates", {}):
         if metric not in names:
             errors.append(spec.error(f"gate on {metric!r}, which is not computed; computed here: {', '.join(sorted(names))}",

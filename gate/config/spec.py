@@ -81,6 +81,20 @@ class Spec:
         return max([10, *ks])
 
     @property
+    def data_cutoff(self) -> int:
+        """``cutoff`` read from the spec's data alone (before the typed stage settings exist)."""
+        retrieval = self.data["stages"].get("retrieval") or {}
+        ks = []
+        for name in retrieval.get("metrics", []):
+            try:
+                k = parse_metric(name).k
+            except ValueError:
+                continue  # said by the retrieval stage's check
+            if k:
+                ks.append(k)
+        return min(ks) if ks else self.target_k
+
+    @property
     def cutoff(self) -> int:
         """The cut-off a relevant id must stay within: the smallest k of the retrieval metrics, else the target's k."""
         retrieval = self.stages.retrieval

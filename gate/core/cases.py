@@ -16,7 +16,7 @@ from gate.core.model import CASE_TYPES, GoldenCase
 
 MAX_GRADE = 1000  # graded relevance is a small scale (trec's 1-3); a huge grade would overflow the nDCG arithmetic
 FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "relevant_texts", "type", "tags", "category", "metadata",
-          "question_type", "expected_keywords", "checks")
+          "question_type", "expected_keywords", "checks", "paraphrases")
 _FIELDS = frozenset(FIELDS)
 
 
@@ -88,10 +88,13 @@ def parse_case(row: Any, line: int = 0) -> GoldenCase | str:
     checks = read_checks(row["checks"], "checks") if row.get("checks") is not None else None
     if isinstance(checks, str):
         return checks
+    paraphrases = row.get("paraphrases") or []
+    if not isinstance(paraphrases, list) or not all(isinstance(p, str) and p.strip() for p in paraphrases):
+        return "'paraphrases' must be a list of non-empty strings (the question as a user would type it)"
     return GoldenCase(
         id=case_id, question=question, line=line, ground_truth=gt, relevant=relevant, type=ctype,
         tags=tuple(tags), category=category, metadata=metadata, question_type=qtype, relevant_texts=tuple(texts),
-        expected_keywords=tuple(keywords), checks=checks,
+        expected_keywords=tuple(keywords), checks=checks, paraphrases=tuple(paraphrases),
     )
 
 
@@ -131,7 +134,8 @@ def fingerprint(cases: Iterable[GoldenCase]) -> str:
     rows = "".join(encode([c.id, c.question, c.ground_truth, sorted(c.relevant.items()), c.type,
                            *([list(c.relevant_texts)] if c.relevant_texts else []),  # sets without them: as before
                            *([["keywords", list(c.expected_keywords)]] if c.expected_keywords else []),
-                           *([["checks", repr(c.checks)]] if c.checks else [])]) + "\n"
+                           *([["checks", repr(c.checks)]] if c.checks else []),
+                           *([["paraphrases", list(c.paraphrases)]] if c.paraphrases else [])]) + "\n"
                    for c in sorted(cases, key=lambda c: c.id))
     return digest_text(rows)
 

@@ -49,6 +49,10 @@ OFFLINE_METRICS = frozenset({"exact_match", "token_f1", "rouge_l"})
 CHECK_METRICS = ("keyword_coverage", "check_pass_rate")
 # a traces run's generation stage (gate.stages.traffic): exact shares of the sampled traces, computed with no model
 TRAFFIC_METRICS = ("refusal_rate", "negative_feedback_rate")
+# the robustness stage's paraphrase and stability tests (gate.stages.paraphrase, gate.stages.stability): exact figures
+# of the answers once the rewrites are fixed (a "@k" name takes the test's cut-off)
+PARAPHRASE_METRICS = ("paraphrase_robustness", "paraphrase_gap")
+STABILITY_METRICS = ("retrieval_stability", "answer_stability", "correctness_flip_rate")
 NOISE_METRICS = ("noise_robustness", "clean_accuracy", "noisy_accuracy")
 REJECTION_METRICS = ("rejection_rate", "false_rejection_rate", "adversarial_pass_rate")
 
@@ -58,6 +62,7 @@ FAITHFULNESS_LIKE = ("faithfulness", "deepeval/faithfulness", "ragas/faithfulnes
 
 # deepeval 4's hallucination is higher-is-better; ragas's noise sensitivity (share of misled claims) is not
 LOWER_IS_BETTER = frozenset({"false_rejection_rate", "noise_sensitivity_relevant", "noise_sensitivity_irrelevant", *TRAFFIC_METRICS,
+                             "paraphrase_gap", "correctness_flip_rate",
                              *(set(HEALTH_METRICS) - HIGHER_IS_BETTER_HEALTH)})
 
 # Every metric name a report may carry: an optional engine prefix, a lower-case name, an optional cut-off.
@@ -98,12 +103,14 @@ def judge_noise(stage: str, metric: str) -> bool:
     """Whether a stage's metric carries a judge's noise, so that its relative gates decide on paired statistics;
     otherwise it is an exact figure of the answers (retrieval and health metrics, the offline text metrics
     exact_match, token_f1 and rouge_l), gated as an exact number like a retrieval metric."""
-    return stage in PER_CASE_STAGES and metric not in OFFLINE_METRICS and metric not in CHECK_METRICS and metric not in TRAFFIC_METRICS
+    base = metric.split("@", 1)[0]
+    return (stage in PER_CASE_STAGES and metric not in OFFLINE_METRICS and metric not in CHECK_METRICS and metric not in TRAFFIC_METRICS
+            and base not in PARAPHRASE_METRICS and base not in STABILITY_METRICS)
 
 
 def higher_is_better(name: str) -> bool:
-    """Direction of a metric by name; judge metrics are higher-better unless listed in LOWER_IS_BETTER."""
-    return name not in LOWER_IS_BETTER
+    """Direction of a metric by name (its cut-off aside); judge metrics are higher-better unless listed in LOWER_IS_BETTER."""
+    return name not in LOWER_IS_BETTER and name.split("@", 1)[0] not in LOWER_IS_BETTER
 
 
 @dataclass(frozen=True)
@@ -166,9 +173,17 @@ def engine_metrics(cfg: Mapping[str, Any]) -> list[EngineMetric]:
     return plans
 
 
-def robustness_metric_names(stage_cfg: Mapping[str, Any]) -> set[str]:
-    """The metrics a robustness stage computes: rejection always, noise when configured."""
-    return set(REJECTION_METRICS) | (set(NOISE_METRICS) if stage_cfg.get("noise") else set())
+def robustness_metric_names(stage_cfg: Mapping[str, Any], k: int = 5) -> set[str]:
+    """The metrics a robustness stage computes: rejection always, noise, paraphrase and stability when configured (the
+    last two's "@k" names with their test's cut-off: ``k``, the spec's; paraphrase: the smallest k of its metrics)."""
+    names = set(REJECTION_METRICS) | (set(NOISE_METRICS) if stage_cfg.get("noise") else set())
+    paraphrase = stage_cfg.get("paraphrase")
+    if paraphrase:
+        ks = [m.k for m in map(parse_metric, paraphrase.get("metrics", ["hit_rate@5"])) if m.k]
+        names |= {"paraphrase_robustness", *(f"paraphrase_gap@{k}" for k in sorted(set(ks)))}
+    if stage_cfg.get("stability"):
+        names |= {"answer_stability", "correctness_flip_rate", f"retrieval_stability@{k}"}
+    return names
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str | None:

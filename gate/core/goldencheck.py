@@ -239,6 +239,21 @@ def pending_findings(cases: Sequence[GoldenCase], reads_ground_truth: bool) -> l
                         f"until the field is removed or set to approved{lack} ({_named(ids)})"}]
 
 
+def paraphrase_findings(cases: Sequence[GoldenCase]) -> list[Finding]:
+    """A paraphrase that is its question again, or a case's paraphrase given twice (after case and spacing): it tests
+    nothing the original does not."""
+    same = [c.id for c in cases if any(normalised(p) == normalised(c.question) for p in c.paraphrases)]
+    twice = [c.id for c in cases if len({normalised(p) for p in c.paraphrases}) < len(c.paraphrases)]
+    out: list[Finding] = []
+    if same:
+        out.append({"code": "paraphrase_is_question", "level": "warning", "cases": same,
+                    "message": f"{len(same)} cases list their own question among their paraphrases ({_named(same)})"})
+    if twice:
+        out.append({"code": "paraphrase_repeated", "level": "warning", "cases": twice,
+                    "message": f"{len(twice)} cases list a paraphrase twice ({_named(twice)})"})
+    return out
+
+
 def check(cases: Sequence[GoldenCase], stages: StageSettings, *, corpus: Iterable[str] | None = None,
           mix: Mapping[str, float] | None = None) -> tuple[list[Finding], dict[str, Any]]:
     """Every finding about ``cases`` for a spec with ``stages`` (its matching level maps chunk ids to document ids when
@@ -276,7 +291,7 @@ def check(cases: Sequence[GoldenCase], stages: StageSettings, *, corpus: Iterabl
             findings.append({"code": "missing_relevant_texts", "level": "error", "cases": textless,
                              "message": f"{len(textless)} answerable cases have no relevant_texts, which match.level text "
                                         f"reads ({_named(textless)})"})
-    findings += pending_findings(cases, bool(needs))
+    findings += pending_findings(cases, bool(needs)) + paraphrase_findings(cases)
     findings += mix_findings(cases, DEFAULT_MIX if mix is None else mix, to_id)
     findings += resolution_findings(cases, stages)
     order = {"error": 0, "warning": 1, "info": 2}

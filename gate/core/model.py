@@ -28,6 +28,7 @@ class GoldenCase:
     relevant_texts: tuple[str, ...] = ()  # passages or key sentences that answer it (match.level: text)
     expected_keywords: tuple[str, ...] = ()  # what its answer must say (keyword_coverage)
     checks: AnswerChecks | None = None  # its answer's own checks, besides the spec's (check_pass_rate)
+    paraphrases: tuple[str, ...] = ()  # the question in a user's words (the robustness stage's paraphrase test)
 
     @property
     def answerable(self) -> bool:

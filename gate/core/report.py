@@ -284,6 +284,70 @@ class WindowComparison(TypedDict):
     metrics: dict[str, WindowMetric]
 
 
+class ParaphraseRewrite(TypedDict):
+    """One rewrite of a case's question, asked of the target and scored against the case's relevant ids."""
+
+    text: str
+    source: str  # golden (the case's paraphrases) | generated (the judge's, cached)
+    found: bool | None  # a relevant id within k; None: the call failed
+    metrics: dict[str, float]
+    error: NotRequired[str]
+
+
+class ParaphraseCase(TypedDict):
+    id: str
+    question: str
+    found: bool | None  # on the original question
+    lost: bool  # found on the original, not on some rewrite
+    rewrites: list[ParaphraseRewrite]
+
+
+class ParaphraseMetric(TypedDict):
+    original: float | None  # the metric's mean on the originals of the sampled cases
+    rewrites: float | None  # its mean over every rewrite
+    gap: float | None  # original - rewrites
+
+
+class ParaphraseInfo(TypedDict):
+    """The paraphrase test: each sampled case's rewrites, what each retrieved, and the metrics on both."""
+
+    k: int
+    style: str
+    sample: SampleInfo
+    given: int  # rewrites from the golden set's paraphrases
+    generated: int  # rewrites the judge wrote (this run or an earlier one: cached)
+    cached: int  # of them, read from the cache
+    target_calls: int
+    metrics: dict[str, ParaphraseMetric]
+    cases: list[ParaphraseCase]
+    usage: NotRequired[Usage]
+
+
+class StabilityCase(TypedDict):
+    id: str
+    question: str
+    answers: list[str | None]  # the run's answer first, then each repeat's (None: the call failed)
+    retrieved: list[list[str]]  # the top k ids of each ask
+    jaccard: float | None  # mean pairwise Jaccard of the top k ids
+    agreement: float | None  # mean pairwise agreement of the answers (token F1, or the judge's)
+    correct: list[bool | None]  # each ask's correctness (None: not decided)
+    flipped: bool | None  # the asks disagree on correctness
+
+
+class StabilityInfo(TypedDict):
+    """The stability test: each sampled question asked again, how far its retrieval and answers moved."""
+
+    repeats: int
+    k: int
+    method: str
+    sample: SampleInfo
+    target_calls: int
+    flip_interval: list[float]  # 95 % interval of correctness_flip_rate (Wilson)
+    unstable: list[str]  # the cases whose asks disagree (correctness, or answers below agreement 1)
+    cases: list[StabilityCase]
+    usage: NotRequired[Usage]
+
+
 class _StageData(TypedDict, total=False):
     """What every stage carries, measured or gated."""
 
@@ -312,6 +376,8 @@ class _StageData(TypedDict, total=False):
     rejection: RejectionInfo
     target_calls: int
     scored: int
+    paraphrase: ParaphraseInfo
+    stability: StabilityInfo
 
 
 class HumanScale(TypedDict):

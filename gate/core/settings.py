@@ -171,16 +171,53 @@ class RejectionSettings:
 
 
 @dataclass(frozen=True)
+class ParaphraseSettings:
+    """``paraphrase: {generate, style, sample, metrics}``: each sampled case asked again in a user's words."""
+
+    generate: int  # rewrites the judge writes for a case with no golden paraphrases
+    style: str  # colloquial
+    sample: SampleSettings
+    metrics: tuple[MetricName, ...]
+
+    @classmethod
+    def read(cls, d: Mapping[str, Any]) -> ParaphraseSettings:
+        return cls(int(d["generate"]), d["style"], SampleSettings.read(d["sample"]), tuple(parse_metric(m) for m in d["metrics"]))
+
+    @property
+    def k(self) -> int | None:
+        """The paraphrase's cut-off: the smallest k of its metrics (None: none has one)."""
+        ks = [m.k for m in self.metrics if m.k]
+        return min(ks) if ks else None
+
+
+@dataclass(frozen=True)
+class StabilitySettings:
+    """``stability: {repeats, sample, method, correctness}``: each sampled question asked again ``repeats`` times."""
+
+    repeats: int
+    sample: SampleSettings
+    method: str  # token_f1 | judge
+    correctness: CorrectnessSettings
+
+    @classmethod
+    def read(cls, d: Mapping[str, Any]) -> StabilitySettings:
+        return cls(int(d["repeats"]), SampleSettings.read(d["sample"]), d["method"], CorrectnessSettings.read(d["correctness"]))
+
+
+@dataclass(frozen=True)
 class RobustnessSettings:
     noise: NoiseSettings | None
     rejection: RejectionSettings
     gates: GateTable
     match: MatchSettings  # the retrieval stage's: a passage relevant to the case is never its distractor
+    paraphrase: ParaphraseSettings | None
+    stability: StabilitySettings | None
 
     @classmethod
     def read(cls, d: Mapping[str, Any], match: MatchSettings) -> RobustnessSettings:
         return cls(NoiseSettings.read(d["noise"]) if d.get("noise") else None, RejectionSettings.read(d["rejection"]), d["gates"],
-                   match)
+                   match, ParaphraseSettings.read(d["paraphrase"]) if d.get("paraphrase") else None,
+                   StabilitySettings.read(d["stability"]) if d.get("stability") else None)
 
 
 @dataclass(frozen=True)

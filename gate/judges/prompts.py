@@ -282,3 +282,117 @@ def _failure(problems: list[str]) -> str:
         return f"judge returned malformed JSON {n} times"
     last = next(p for p in reversed(problems) if p != "malformed")
     return f"judge output did not match the expected JSON schema {n} times ({last})"
+
+
+# -- compare_answers: do two answers say the same? (the stability test's method: judge) ---------------------------
+
+SAME_ANSWER = "compare_answers"
+
+SAME_ANSWER_PROMPT = "\n".join([
+    "Task: decide whether two answers a question-answering system gave to the same question say the same thing.",
+    "",
+    "The answers AGREE (same = true) when a reader takes the same facts, numbers and conclusion from both, however they are "
+    "worded or ordered; an answer that only adds detail the other does not contradict still agrees; two refusals agree.",
+    "The answers DIFFER (same = false) when a fact, number, name, date or conclusion of one conflicts with the other, when "
+    "one leaves out part of what the other answers, or when one answers and the other refuses.",
+    "The question and the answers may be in any language. Judge only whether they agree, not whether either is correct.",
+    "",
+    'Return a JSON object with exactly one key, "same", whose value is true or false: {"same": true} or {"same": false}',
+    "",
+    "Input:",
+    _INPUT,
+])
+
+PROMPTS[SAME_ANSWER] = SAME_ANSWER_PROMPT
+__all__ += ["SAME_ANSWER", "SAME_ANSWER_PROMPT", "answers_payload", "compare_answers"]
+
+
+def answers_payload(question: str, first: str, second: str) -> dict[str, Any]:
+    """The inputs of one comparison, the two answers in a fixed order (sorted), so that (a, b) and (b, a) are one request
+    and one cache key."""
+    a, b = sorted((first, second))
+    return {"question": question, "answer_1": a, "answer_2": b}
+
+
+def _same(obj: Any) -> bool:
+    if not isinstance(obj, dict) or "same" not in obj:
+        raise _Unusable('the reply has no "same" key')
+    value = obj["same"]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise _Unusable('"same" is not true or false')
+
+
+async def compare_answers(client: JudgeClient, settings: JudgeSettings, question: str, first: str, second: str) -> bool:
+    """True when the two answers to ``question`` say the same (the same facts and conclusion); JudgeError when the judge
+    fails."""
+    return await _ask_json(client, settings, render(SAME_ANSWER, answers_payload(question, first, second)), _same)
+
+
+# -- rewrites of a question (the robustness stage's paraphrase test) --------------------------------
+
+PARAPHRASE = "generate_paraphrases"
+
+# how each ``paraphrase.style`` asks for its rewrites
+PARAPHRASE_STYLES = {
+    "colloquial": "the way a real user types it into a search box or a chat: shorter, informal, everyday words instead of "
+                  "the official terms, words may be dropped, lower case and no question mark are fine, an occasional typo is fine",
+}
+
+PARAPHRASE_PROMPT = "\n".join([
+    "Task: rewrite a question the way the users of a question-answering system would ask it, for a robustness test of "
+    "its retriever.",
+    "",
+    "Write exactly `count` rewrites of the question. Each rewrite:",
+    "- asks for exactly the same thing: the same meaning and the same details (numbers, names, conditions), so that the "
+    "same passage answers it;",
+    "- is written in the style given;",
+    "- avoids the distinctive words of the question and of the passages in avoid_words_of: use synonyms and everyday "
+    "paraphrases (proper names of places, products and people may stay);",
+    "- differs from the question and from every other rewrite.",
+    "",
+    'Return a JSON object with exactly one key, "rewrites", whose value is the list of rewrites as strings: '
+    '{"rewrites": ["...", "..."]}',
+    "",
+    "Input:",
+    _INPUT,
+])
+
+PROMPTS[PARAPHRASE] = PARAPHRASE_PROMPT
+__all__ += ["PARAPHRASE", "PARAPHRASE_PROMPT", "PARAPHRASE_STYLES", "generate_paraphrases", "paraphrase_key", "paraphrase_payload"]
+
+
+def paraphrase_key(question: str, count: int, style: str) -> dict[str, Any]:
+    """What the cache key of a case's rewrites covers (with the prompt's fingerprint, the model and the temperature):
+    not the passages shown to be avoided, which follow what the target retrieved, so that another retriever is
+    tested on the same rewrites."""
+    return {"question": question, "count": count, "style": style}
+
+
+def paraphrase_payload(question: str, count: int, style: str, passages: Sequence[str] = ()) -> dict[str, Any]:
+    """The inputs of one rewrite request: the question, how many rewrites, the style, the passages whose words to avoid."""
+    return {"question": question, "count": count, "style": f"{style}: {PARAPHRASE_STYLES.get(style, style)}",
+            "avoid_words_of": list(passages)}
+
+
+async def generate_paraphrases(client: JudgeClient, settings: JudgeSettings, question: str, count: int, style: str,
+                               passages: Sequence[str] = ()) -> list[str]:
+    """Up to ``count`` rewrites of ``question`` in ``style`` (the judge may give fewer, or repeat one: the caller keeps
+    the usable ones). ``passages``: texts whose words the rewrites avoid. Raises JudgeError when the judge fails."""
+    if not question.strip() or count < 1:
+        raise JudgeError("rewrites need a question and a count of at least 1")
+    return await _ask_json(client, settings, render(PARAPHRASE, paraphrase_payload(question, count, style, passages)), _rewrites)
+
+
+def _rewrites(obj: Any) -> list[str]:
+    if not isinstance(obj, dict) or "rewrites" not in obj:
+        raise _Unusable('the reply has no "rewrites" key')
+    value = obj["rewrites"]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Unusable('"rewrites" is not a list of strings')
+    texts = [v.strip() for v in value if v.strip()]
+    if not texts:
+        raise _Unusable("the list of rewrites is empty")
+    return texts

@@ -15,6 +15,7 @@ from gate.render import VERDICT_TITLE, fmt_delta, fmt_value, gate_counts, metric
 from gate.render.calibration import calibration_console
 from gate.render.changes import changes_console
 from gate.render.traces import traces_line
+from gate.render.variants import variant_console
 
 _MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "SKIP", "": ""}
 
@@ -97,6 +98,8 @@ def render_console(report: Report, written: str | None = None) -> str:
         out += _check_failures(stage)
         if name == "robustness" and any(g["status"] == "fail" for g in stage.get("gates", [])):
             out += _robustness_failures(stage, written)
+        if name == "robustness":
+            out += variant_console(stage)
         errored = [s for s in stage.get("samples", []) if s.get("error")]
         for s in errored[:5]:
             out.append(f"  errored {s['id']}: {s['error']}")

@@ -152,6 +152,11 @@ class _Index:
         self.answers = reference_answers(baseline)  # case id -> the reference run's answer
         self.diagnosis = {c["id"]: c for c in report.get("diagnosis", {}).get("cases", [])}
         self.checks = {r["id"]: r for _, stage in self.stages for r in stage.get("checks", {}).get("cases", [])}
+        robustness = report["stages"].get("robustness")
+        paraphrase = robustness.get("paraphrase") if robustness else None
+        stability = robustness.get("stability") if robustness else None
+        self.paraphrase = {c["id"]: c for c in (paraphrase["cases"] if paraphrase else [])}
+        self.stability = {c["id"]: c for c in (stability["cases"] if stability else [])}
 
 
 def _case(report: Report, out: Any, golden: GoldenCase | None, inputs: ViewInputs, index: _Index) -> dict[str, Any]:
@@ -200,6 +205,7 @@ def _case(report: Report, out: Any, golden: GoldenCase | None, inputs: ViewInput
             elif case["rejection"]["miss"]:
                 failed.append(f"rejection: {case['rejection']['miss']}")
         worse += _worse_lines(name, index.worse[name].get(case_id))
+    _asked_again(case, index, failed)
     _findings(case, index, failed)
     case.update(stages=stages, metrics=metrics, baseline_metrics=base_metrics, not_scored=not_scored,
                 flags={"worse": worse, "failed": failed, "errored": errored})
@@ -207,6 +213,19 @@ def _case(report: Report, out: Any, golden: GoldenCase | None, inputs: ViewInput
     if case["baseline_answer"] is not None and out["answer"] is not None and case["baseline_answer"] != out["answer"]:
         case["diff"] = word_diff(case["baseline_answer"], out["answer"])
     return case
+
+
+def _asked_again(case: dict[str, Any], index: _Index, failed: list[str]) -> None:
+    """The case's rewrites (the paraphrase test) and repeated answers (the stability test), when it was sampled."""
+    p, s = index.paraphrase.get(case["id"]), index.stability.get(case["id"])
+    if p is not None:
+        case["paraphrase"] = {"found": p["found"], "lost": p["lost"], "rewrites": p["rewrites"]}
+        if p["lost"]:
+            failed.append("robustness: found on the original question, lost on a rewrite")
+    if s is not None:
+        case["stability"] = {k: s[k] for k in ("answers", "correct", "jaccard", "agreement", "flipped")}
+        if s["flipped"]:
+            failed.append("robustness: right on one ask, wrong on another")
 
 
 def _worse_lines(name: str, w: Any) -> list[str]:

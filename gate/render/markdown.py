@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from gate.core.catalog import CHECK_METRICS, PER_CASE_STAGES
@@ -19,13 +18,13 @@ from gate.render import (
     headline_verdict,
     metric_rows,
     ordered_stages,
-    rejection_misses,
     run_page,
 )
 from gate.render.calibration import calibration_lines
 from gate.render.changes import changes_lines
 from gate.render.diagnosis import answer_check_cases, checks_note, diagnosed, where_it_broke
 from gate.render.escape import cell, code
+from gate.render.robustness import robustness_details
 from gate.render.traces import traces_line, window_lines
 from gate.render.trend import render_trend
 
@@ -211,58 +210,6 @@ def _errored_cases(stage: StageResult, max_cases: int) -> list[str]:
     return lines + ["", "</details>", ""]
 
 
-def _robustness_details(stage: StageResult, max_cases: int) -> list[str]:
-    """What misled the model (clean right, noisy wrong) and which cases the rejection check caught."""
-    lines: list[str] = []
-    noise = _noise_test(stage.get("noise") or {})
-    if noise:
-        lines += [noise, ""]
-    all_flipped = [s for s in stage.get("samples", []) if s.get("flipped")]
-    flipped = all_flipped[:max_cases]
-    if flipped:
-        lines += [f"<details><summary>{len(all_flipped)} answer(s) turned wrong when distractors were added{_showing(flipped, all_flipped)}"
-                  "</summary>", "",
-                  "| Case | Clean answer | Noisy answer | Distractor it followed |", "|---|---|---|---|"]
-        for s in flipped:
-            noisy = (s.get("noisy_answer") or "").casefold()
-            words = set(noisy.split())
-            followed = max(s.get("distractors", []), key=lambda d: len(words & set((d.get("text") or "").casefold().split())),
-                           default=None)
-            text = followed["text"] if followed else None
-            label = (code(followed["id"], 40) + " " if followed and followed["id"] else "") + cell(text or "—", 100)
-            lines.append(f"| {code(s['id'], 40)} | {cell(s.get('clean_answer') or '—', 90)} | {cell(s.get('noisy_answer') or '—', 90)} "
-                         f"| {label} |")
-        lines += ["", "</details>", ""]
-    misses = rejection_misses(stage)
-    wrong = misses[:max_cases]
-    if wrong:
-        lines += [f"<details><summary>{len(misses)} rejection miss(es){_showing(wrong, misses)}</summary>", "",
-                  "| Case | Type | What happened | Decided by |", "|---|---|---|---|"]
-        for r in wrong:
-            if r["type"] == "answerable":
-                what = "refused an answerable question"
-            elif r.get("leaked"):
-                what = "leaked " + ", ".join(code(x, 30) for x in r["leaked"])
-            else:
-                what = "answered instead of refusing: " + cell(r.get("answer") or "", 90)
-            lines.append(f"| {code(r['id'], 40)} | {cell(r['type'])} | {what} | {cell(r.get('method', ''))} |")
-        lines += ["", "</details>", ""]
-    return lines
-
-
-def _noise_test(noise: Mapping[str, Any]) -> str:
-    """The noise test's setup in words ("2 distractor(s) from corpus at the front; correct = offline ≥ 0.3"), from the
-    keys it has: each one is optional in the report's schema. Empty when none is there."""
-    n, method, threshold = noise.get("distractors"), noise.get("method"), noise.get("threshold")
-    what = f"{int(n)} distractor(s)" if n is not None else "distractors"
-    what += f" from {cell(noise['source'])}" if "source" in noise else ""
-    what += f" at the {cell(noise['position'])}" if "position" in noise else ""
-    if method is not None or threshold is not None:
-        what += "; correct" + (f" = {cell(method)}" if method is not None else "") + (f" ≥ {float(threshold):g}" if threshold is not None else "")
-    known = ("distractors", "source", "position", "method", "threshold")
-    return f"Noise test: {what}." if any(k in noise for k in known) else ""
-
-
 def _showing(shown: list[Any], everything: list[Any]) -> str:
     return f" (showing {len(shown)} of {len(everything)})" if len(shown) < len(everything) else ""
 
@@ -389,7 +336,7 @@ def _render(report: Report, max_cases: int) -> str:
         lines += _group_gates(stage, max_cases)
         lines += _breakdown(stage, max_cases)
         if name == "robustness" and stage["status"] != "skipped":
-            lines += _robustness_details(stage, max_cases)
+            lines += robustness_details(stage, max_cases)
         lines += _errored_cases(stage, max_cases)
     lines += render_trend(report)
     page = run_page(report)

@@ -36,7 +36,8 @@ def stage_context(loaded: Loaded, outputs: Mapping[str, TargetOutput], options: 
         traffic = Traffic({c["id"]: c["negative"] for c in loaded.traces.info["cases"]}, tuple(phrases))
     return StageContext(cases=loaded.cases, outputs=outputs, cache=cache, judge=judge, no_judge=no_judge, deadline=loaded.deadline,
                         only=only, progress=options.progress, redactor=spec.redactor(options.secrets),
-                        golden_dir=spec.base_dir if spec.traces is not None else spec.golden_set_path.parent, traffic=traffic)
+                        golden_dir=spec.base_dir if spec.traces is not None else spec.golden_set_path.parent, traffic=traffic,
+                        cutoff=spec.cutoff)
 
 
 @dataclass

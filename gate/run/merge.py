@@ -146,7 +146,12 @@ def merge_robustness(settings: RobustnessSettings, cases: Sequence[GoldenCase], 
     elif settings.noise is not None:
         noise.not_evaluated.update({m: why for m, why in first["not_evaluated"].items() if m in NOISE_METRICS})
     judged = {r["id"]: bool(r.get("refused")) for s in stages for r in s["rejection"]["cases"] if r.get("method") == "judge"}
-    stage = finish(noise, settings.rejection, Answers(cases, outputs, judged), [s["usage"] for s in stages if "usage" in s])
+    variants = []
+    if settings.paraphrase is not None:  # the rewrites' figures recomputed from the shards' scores, in sample order
+        from gate.stages.paraphrase import merged_part
+
+        variants.append(merged_part(settings.paraphrase, settings.match, cases, outputs, stages))
+    stage = finish(noise, settings.rejection, Answers(cases, outputs, judged), [s["usage"] for s in stages if "usage" in s], variants)
     if settings.noise is not None and "noise" in first and first["noise"].get("source") == "corpus" and shards > 1:
         stage["warnings"].append(CORPUS_NOTE.format(n=shards))
     return stage

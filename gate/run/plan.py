@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from gate.core.catalog import EngineMetric
 from gate.core.model import GoldenCase
-from gate.core.settings import GenerationSettings, NoiseSettings
+from gate.core.settings import GenerationSettings, NoiseSettings, RobustnessSettings
 from gate.judges import judge_cost, resolve_judge
 from gate.run.ask import collect_outputs
 from gate.run.load import Loaded, load
@@ -120,6 +120,8 @@ def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | 
     noise = spec.stages.robustness.noise if spec.stages.robustness else None
     if noise is not None:
         _plan_noise(plan, noise, cases)
+    if spec.stages.robustness is not None:
+        _plan_asked_again(plan, spec.stages.robustness, cases)
     if gen is None:
         return plan
     judge, why_not = resolve_judge(spec.judge, os.environ if env is None else env, secrets=spec.secrets)
@@ -161,6 +163,33 @@ def _plan_noise(plan: RunPlan, noise: NoiseSettings, cases: Sequence[GoldenCase]
     plan.robustness_note = (f"noise test: {len(sample)} cases, clean and noisy answers" + (", judged" if judged else ", scored offline")
                             + (", distractors written by the judge" if generated else "")
                             + " (at most: a cached or identical answer costs nothing)")
+
+
+def _plan_asked_again(plan: RunPlan, robustness: RobustnessSettings, cases: Sequence[GoldenCase]) -> None:
+    """The paraphrase and stability tests' target calls, and the judge calls they may add (at most: rewrites and
+    answer comparisons are cached)."""
+    notes = []
+    para = robustness.paraphrase
+    if para is not None:
+        from gate.stages.paraphrase import labelled
+
+        sample = para.sample.draw([c for c in cases if c.answerable and labelled(c, robustness.match)])
+        calls = sum(len(c.paraphrases) or para.generate for c in sample)
+        writes = sum(1 for c in sample if not c.paraphrases) if para.generate else 0
+        plan.target_calls += calls
+        plan.robustness_calls += writes
+        notes.append(f"paraphrase test: {len(sample)} cases, {calls} rewrites asked, {writes} judge call(s) writing rewrites")
+    stab = robustness.stability
+    if stab is not None:
+        sample = stab.sample.draw(cases)
+        plan.target_calls += stab.repeats * len(sample)
+        asks = stab.repeats + 1
+        compared = len(sample) * asks * (asks - 1) // 2 if stab.method == "judge" else 0
+        plan.robustness_calls += compared
+        notes.append(f"stability test: {len(sample)} cases asked {stab.repeats} more time(s)"
+                     + (f", {compared} answer comparisons judged" if compared else ""))
+    if notes:
+        plan.robustness_note = "; ".join([plan.robustness_note, *notes] if plan.robustness_note else notes)
 
 
 def _plan_judging(plan: RunPlan, loaded: Loaded, gen: GenerationSettings, sample: Sequence[GoldenCase], work: TaskList,
@@ -215,7 +244,7 @@ def render_plan(plan: RunPlan) -> str:
                  f"retrieval: the health of {plan.cases} production calls, no judge"]
     else:
         lines = [f"golden set: {plan.cases} cases ({plan.answerable} answerable)",
-                 f"target: about {plan.target_calls} calls" + (" (and the noise test's)" if plan.robustness_calls else ""),
+                 f"target: about {plan.target_calls} calls" + (" (the robustness stage's included)" if plan.robustness_note else ""),
                  f"retrieval: {plan.retrieval_cases} cases scored, no judge"]
     if plan.metrics:
         lines.append(f"generation: {plan.sample} sampled cases")
@@ -236,7 +265,7 @@ def render_plan(plan: RunPlan) -> str:
             lines.append(f"  reference runs' changed answers judged again (same-run pairs): {plan.pairing_calls} calls")
         if plan.steps_calls:
             lines.append(f"  GEval criteria's evaluation steps (not in the cache yet): {plan.steps_calls} calls")
-    if plan.robustness_calls:
+    if plan.robustness_calls or plan.robustness_note:
         lines.append(f"robustness: up to {plan.robustness_calls} judge calls ({plan.robustness_note})")
     if not plan.judge:
         lines.append("judge: none configured, so no judge call (the LLM metrics are reported as not evaluated)")

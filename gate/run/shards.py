@@ -58,6 +58,10 @@ def run_shard(config: str, shard: tuple[int, int], options: RunOptions | None = 
         if loaded.traces is not None:
             raise loaded.spec.error("a traces run is not sharded: its window is compared as a whole with the windows before "
                                     "it (run it in one job; a sample of a few hundred traces judges in minutes)", "target", "traces")
+        robustness = loaded.spec.stages.robustness
+        if robustness is not None and robustness.stability is not None:
+            raise loaded.spec.error("the stability test does not run in shards yet: run it in one job (or leave "
+                                    "stages.robustness.stability out of the sharded spec)", "stages", "robustness", "stability")
         mine = [c for c in loaded.cases if shard_of(c.id, of) == index]
         measured = measure(loaded, options, only=mine)
         note = deadline_note(loaded.deadline, measured.outputs, measured.judged)

@@ -63,6 +63,7 @@ class StageContext:
     engines: EngineFactory | None = None  # None: gate.stages.judging.build_engines (a test or benchmark may give its own)
     golden_dir: Path | None = None  # the golden set's folder: a case's own files (checks.json_schema) are relative to it
     traffic: Traffic | None = None  # a traces run: its cases are production traces
+    cutoff: int = 10  # the rank a relevant id must stay within: the spec's (the smallest k of the retrieval metrics, else target.k)
 
     def mine(self, cases: Sequence[GoldenCase]) -> list[GoldenCase]:
         """``cases`` restricted to this shard's (all of them outside a shard)."""

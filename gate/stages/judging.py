@@ -243,3 +243,25 @@ def open_cache(spec: Spec, use_cache: bool) -> ScoreCache:
     if not use_cache or not spec.data["cache"]["enabled"]:
         return NullCache()
     return JudgeCache(spec.resolve(spec.data["cache"]["path"]))
+
+
+def scores_of(tasks: Sequence[Task], session: JudgeSession, ctx: StageContext) -> tuple[dict[str, Result], int]:
+    """(each task's score by its case id, the distinct tasks judged: not in the cache) for the robustness stage's
+    correctness judgings: the cached ones looked up, the rest judged (fresh scores stored) under the run's deadline,
+    the progress told; the session closed after."""
+    import asyncio
+
+    cached, todo = session.split_cached(tasks)
+    progress = ctx.progress
+
+    async def judge_all() -> dict[int, Result]:
+        try:
+            return await session.judge(todo, on_result=ticking(progress, "robustness", session.store), deadline=ctx.deadline)
+        finally:
+            await session.aclose()
+
+    if progress is not None and todo and any(t.scored.engine != "offline" for t in todo):
+        progress.start("robustness", len(todo), usage=session.client.usage if session.client else None)
+    fresh = asyncio.run(judge_all()) if todo else {}
+    by_key: dict[str, Result] = {**cached, **{t.key: fresh[i] for i, t in enumerate(todo)}}
+    return {t.case_id: by_key[t.key] for t in tasks}, len(todo)

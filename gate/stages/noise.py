@@ -32,7 +32,7 @@ from gate.core.usage import sum_usage
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.judges import JudgeInput, JudgeSettings
 from gate.stages.context import NOISE_ANSWERS, StageContext
-from gate.stages.judging import JudgeSession, Task, ticking
+from gate.stages.judging import JudgeSession, Task, scores_of
 
 if TYPE_CHECKING:
     from gate.core.redact import Redactor
@@ -268,20 +268,7 @@ def judge_correctness(run: NoiseRun) -> Usage:
     scored = correctness.metric()
     session = JudgeSession.open({scored.engine}, run.ctx, {"correctness": CORRECTNESS_CRITERION})
     tasks = correctness_tasks(run, session)
-    cached, todo = session.split_cached(tasks)
-    progress = run.ctx.progress
-
-    async def judge_all() -> dict[int, float | str]:
-        try:
-            return await session.judge(todo, on_result=ticking(progress, "robustness", session.store), deadline=run.ctx.deadline)
-        finally:
-            await session.aclose()
-
-    if progress is not None and todo and scored.engine != "offline":
-        progress.start("robustness", len(todo), usage=session.client.usage if session.client else None)
-    fresh = asyncio.run(judge_all()) if todo else {}
-    by_key: dict[str, float | str] = {**cached, **{t.key: fresh[i] for i, t in enumerate(todo)}}
-    scores = {t.case_id: by_key[t.key] for t in tasks}
+    scores, misses = scores_of(tasks, session, run.ctx)
     for c in run.live():
         row = run.rows[c.id]
         for which in ("clean", "noisy"):
@@ -294,7 +281,7 @@ def judge_correctness(run: NoiseRun) -> Usage:
         if row["error"] is None:
             row["flipped"] = bool(row["clean_correct"] and not row["noisy_correct"])
     usage = sum_usage([session.usage()])
-    usage.update({"cache_hits": len(tasks) - len(todo), "cache_misses": len(todo)})
+    usage.update({"cache_hits": len(tasks) - misses, "cache_misses": misses})
     return usage
 
 

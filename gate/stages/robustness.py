@@ -19,6 +19,7 @@ from gate.core.usage import sum_usage
 from gate.judges import JudgeSettings
 from gate.stages.context import StageContext
 from gate.stages.noise import NoiseSources, noise_test
+from gate.stages.variants import VariantPart
 
 if TYPE_CHECKING:
     from gate.core.redact import Redactor
@@ -138,7 +139,26 @@ def robustness_stage(settings: RobustnessSettings, ctx: StageContext, target: Ta
         if unsettled:
             judged, refusal_usage = asyncio.run(classify_refusals(unsettled, ctx.judge, ctx.cache, ctx.redactor))
             usage.append(refusal_usage)
-    return finish(noise, settings.rejection, Answers(mine, ctx.outputs, judged), usage)
+    variants = asked_again(settings, ctx, target)
+    usage += [v.usage for v in variants if v.usage is not None]
+    return finish(noise, settings.rejection, Answers(mine, ctx.outputs, judged), usage, variants)
+
+
+def asked_again(settings: RobustnessSettings, ctx: StageContext, target: Target | None) -> list[VariantPart]:
+    """The paraphrase and stability tests, when configured: each asks the target again."""
+    parts = []
+    if settings.paraphrase is not None:
+        from gate.core.paraphrase import shortfall
+        from gate.stages.paraphrase import paraphrase_part
+
+        part = paraphrase_part(settings.paraphrase, ctx, target, settings.match)
+        part.warnings += shortfall(part.info, settings.paraphrase.generate) if part.info is not None else []
+        parts.append(part)
+    if settings.stability is not None:
+        from gate.stages.stability import stability_part
+
+        parts.append(stability_part(settings.stability, ctx, target))
+    return parts
 
 
 @dataclass(frozen=True)
@@ -151,10 +171,14 @@ class Answers:
     judged: Mapping[str, bool]
 
 
-def finish(noise: NoisePart, rejection: RejectionSettings, answers: Answers, usage: Sequence[Usage]) -> StageMeasurement:
-    """The stage from its noise part and the rejection part (from every answer and the judge's refusal verdicts), with
-    its counts, and why it is skipped when it has no metric."""
+def finish(noise: NoisePart, rejection: RejectionSettings, answers: Answers, usage: Sequence[Usage],
+           variants: Sequence[VariantPart] = ()) -> StageMeasurement:
+    """The stage from its noise part, the rejection part (from every answer and the judge's refusal verdicts) and the
+    tests that asked the target again (``variants``), with its counts, and why it is skipped when it has no metric."""
     metrics, not_evaluated = dict(noise.metrics), dict(noise.not_evaluated)
+    for v in variants:
+        metrics.update(v.metrics)
+        not_evaluated.update(v.not_evaluated)
     stage: StageMeasurement = {"metrics": metrics, "not_evaluated": not_evaluated, "samples": noise.rows, "warnings": []}
     if noise.info is not None:
         stage["noise"] = noise.info
@@ -166,10 +190,14 @@ def finish(noise: NoisePart, rejection: RejectionSettings, answers: Answers, usa
     errored = sum(1 for s in noise.rows if s.get("error"))
     stage.update({
         "rejection": {"cases": rej_rows, "phrases_default": not rejection.phrases, "judge": bool(answers.judged)},
-        "target_calls": noise.target_calls,
+        "target_calls": noise.target_calls + sum(v.target_calls for v in variants),
         "scores": {"attempted": len(noise.rows), "errored": errored, "error_rate": errored / len(noise.rows) if noise.rows else 0.0},
         "scored": noise.scored,
     })
+    for v in variants:
+        if v.info is not None:
+            stage[v.key] = v.info  # type: ignore[literal-required]
+        stage["warnings"] += v.warnings
     if not metrics:
         stage["skipped"] = "; ".join(sorted(set(not_evaluated.values()))) or "nothing to evaluate"
     return stage

@@ -337,6 +337,7 @@ def test_every_constrained_string_accepts_an_env_reference() -> None:
     allowed = {
         "#/$defs/retrieval_stage/properties/metrics/items",
         "#/$defs/generation_stage/properties/metrics/items",
+        "#/$defs/robustness_stage/properties/paraphrase/properties/metrics/items",
         "#/$defs/generation_stage/properties/criteria/propertyNames",
         "#/$defs/env_ref",
     }

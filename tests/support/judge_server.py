@@ -17,7 +17,8 @@ with a simple, real heuristic, so that scores mean something:
 - rag-gate's own prompts (gate/judges/prompts.py): a distractor is the ground truth with its
   first number raised by 1 + len(already_written) (else a negation flipped) plus a neutral
   sentence (a question that says "repeat the context" makes it copy the context first, as a
-  prompt-injected judge would); a refusal is an answer containing "don't know", "not found", ...
+  prompt-injected judge would); a refusal is an answer containing "don't know", "not found", ...;
+  a question's rewrites are its content words with a casual word added (plus the question and a repeat)
 
 A GEval score is 10 x the share of the output's sentences its retrieval context supports; ``offset`` (0..1 scale)
 is added to every one, the same for every call: a judge harsher (negative) or more lenient on the day.
@@ -388,6 +389,19 @@ def _rg_generate(p: str) -> Any:
     return {"question": f"According to the handbook, what holds for {words}?", "ground_truth": first[0]}
 
 
+_FILLER = frozenset("a an the i my me to of is are do does can could will would please".split())
+
+
+def _rg_paraphrase(p: str) -> Any:
+    """``count`` rewrites of the question: its content words, bare and with a casual word; the list also holds the
+    question itself in lower case and a repeat, as a sloppy judge's would (rag-gate drops both)."""
+    inp = _rag_gate_input(p)
+    plain = inp["question"].strip().rstrip("?").lower()
+    content = " ".join(w for w in re.findall(r"[\w'-]+", plain) if w not in _FILLER)
+    casual = [f"{content}?", f"{content}?", f"pls {content}", f"{content} asap", f"quick q: {content}", f"{content} thx"]
+    return {"rewrites": [plain, *casual][: int(inp["count"]) + 2]}
+
+
 def _reason(p: str) -> Any:
     return {"reason": "The score is what it is because of the verdicts."}
 
@@ -396,6 +410,7 @@ MATCHERS: list[tuple[str, str, Callable[[str], Any]]] = [
     ("rag-gate/distractor", "Task: write ONE distractor passage", _rg_distractor),
     ("rag-gate/refusal", "Task: decide whether an answer given by a question-answering system declines", _rg_refusal),
     ("rag-gate/generate_case", "Task: write ONE test case for a question-answering system", _rg_generate),
+    ("rag-gate/paraphrase", "Task: rewrite a question the way the users of a question-answering system", _rg_paraphrase),
     ("ragas/statements", "Given a question and an answer, analyze the complexity of each sentence", _ragas_statements),
     ("ragas/nli", "Your task is to judge the faithfulness of a series of statements", _ragas_nli),
     ("ragas/question", "Generate a question for the given answer and identify if the answer is noncommittal", _ragas_question),

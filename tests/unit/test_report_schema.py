@@ -48,7 +48,9 @@ MIRRORS = {
     "LayerSummary": "layer_summary", "DiagnosisInfo": "diagnosis_info", "SystemInfo": "system_info", "Change": "change",
     "ChangesFrom": "changes_from", "HumanScale": "human_scale", "CalibrationInfo": "calibration_info",
     "TraceProblem": "trace_problem", "TraceCase": "trace_case", "TracesInfo": "traces_info", "WindowMetric": "window_metric",
-    "WindowComparison": "window_comparison",
+    "WindowComparison": "window_comparison", "ParaphraseRewrite": "paraphrase_rewrite", "ParaphraseCase": "paraphrase_case",
+    "ParaphraseMetric": "paraphrase_metric", "ParaphraseInfo": "paraphrase_info", "StabilityCase": "stability_case",
+    "StabilityInfo": "stability_info",
 }
 
 

@@ -30,7 +30,12 @@ READS: dict[type, tuple[str, dict[str, str], dict[str, Any]]] = {
                           "position": "position", "seed": "seed", "sample": "sample", "correctness": "correctness", "file": "file"}, {}),
     typed.RejectionSettings: ("$defs/robustness_stage/properties/rejection", {"phrases": "phrases", "judge": "judge",
                                                                              "canaries": "canaries"}, {}),
-    typed.RobustnessSettings: ("$defs/robustness_stage", {"noise": "noise", "rejection": "rejection", "gates": "gates"}, {}),
+    typed.ParaphraseSettings: ("$defs/robustness_stage/properties/paraphrase", {"generate": "generate", "style": "style",
+                               "sample": "sample", "metrics": "metrics"}, {}),
+    typed.StabilitySettings: ("$defs/robustness_stage/properties/stability", {"repeats": "repeats", "sample": "sample",
+                              "method": "method", "correctness": "correctness"}, {}),
+    typed.RobustnessSettings: ("$defs/robustness_stage", {"noise": "noise", "rejection": "rejection", "gates": "gates",
+                                                          "paraphrase": "paraphrase", "stability": "stability"}, {}),
 }
 OPTIONAL = {  # keys the spec may leave out, whose absence means something of its own (None / empty): no default needed
     (typed.GenerationSettings, "criteria"): "no GEval criterion",
@@ -39,6 +44,8 @@ OPTIONAL = {  # keys the spec may leave out, whose absence means something of it
     (typed.NoiseSettings, "file"): "source is not file",
     (typed.RejectionSettings, "phrases"): "rag-gate's own refusal phrases",
     (typed.RobustnessSettings, "noise"): "no noise test",
+    (typed.RobustnessSettings, "paraphrase"): "no paraphrase test",
+    (typed.RobustnessSettings, "stability"): "no stability test",
 }
 
 

@@ -382,6 +382,32 @@
     part.append(el("p", { cls: n.flipped ? "s-fail" : "s-pass", text: n.flipped ? "The distractors turned a right answer wrong." : "Not turned wrong by the distractors." }));
     return part;
   }
+  function rewrites(c) {
+    const p = c.paraphrase;
+    if (!p) return null;
+    const part = el("div", { cls: "paraphrase" }, el("h4", { text: "Paraphrases" }));
+    part.append(el("p", { text: p.found === true ? "Found on the original question." : p.found === false ? "Not found on the original question." : "The original question's call failed." }));
+    const ul = el("ul", { cls: "reasons" });
+    for (const r of p.rewrites || []) {
+      const said = r.found === true ? "found" : r.found === false ? "lost" : "failed: " + (r.error || "");
+      ul.append(el("li", { cls: r.found === false ? "s-fail" : "" }, txt(r.text), txt(` (${r.source}: ${said})`)));
+    }
+    part.append(ul);
+    return part;
+  }
+  function asks(c) {
+    const s = c.stability;
+    if (!s) return null;
+    const part = el("div", { cls: "stability" }, el("h4", { text: "Asked again" }));
+    const ul = el("ol", { cls: "reasons" });
+    (s.answers || []).forEach((a, i) => {
+      const ok = (s.correct || [])[i];
+      ul.append(el("li", {}, txt(a === null ? "(the call failed)" : a), txt(ok === true ? " (right)" : ok === false ? " (wrong)" : "")));
+    });
+    part.append(ul, dl([["Top-k overlap", s.jaccard === null ? null : s.jaccard.toFixed(3)], ["Answers agree", s.agreement === null ? null : s.agreement.toFixed(3)]]));
+    part.append(el("p", { cls: s.flipped ? "s-fail" : "s-pass", text: s.flipped ? "Right on one ask, wrong on another." : "The same correctness on every ask." }));
+    return part;
+  }
   function rejection(c) {
     const r = c.rejection;
     if (!r) return null;
@@ -409,7 +435,7 @@
     }
     box.append(answer(c));
     if (c.stages.includes("retrieval") || c.retrieved.length) box.append(passages(c));
-    for (const part of [scores(c), noise(c), rejection(c)]) if (part) box.append(part);
+    for (const part of [scores(c), noise(c), rewrites(c), asks(c), rejection(c)]) if (part) box.append(part);
     return box;
   }
 
