@@ -93,6 +93,7 @@ class RunPlan:
     judge: bool = False  # the spec configures a judge
     traces: str = ""  # a traces run: what it read and sampled, in words
     anchor_calls: int = 0  # a traces run: the earlier windows' anchor traces judged again (never from the cache)
+    asked_again: list[str] = field(default_factory=list)  # the paraphrase and stability tests, in words
 
     @property
     def judge_calls(self) -> int:
@@ -188,8 +189,7 @@ def _plan_asked_again(plan: RunPlan, robustness: RobustnessSettings, cases: Sequ
         plan.robustness_calls += compared
         notes.append(f"stability test: {len(sample)} cases asked {stab.repeats} more time(s)"
                      + (f", {compared} answer comparisons judged" if compared else ""))
-    if notes:
-        plan.robustness_note = "; ".join([plan.robustness_note, *notes] if plan.robustness_note else notes)
+    plan.asked_again = notes
 
 
 def _plan_judging(plan: RunPlan, loaded: Loaded, gen: GenerationSettings, sample: Sequence[GoldenCase], work: TaskList,
@@ -244,7 +244,8 @@ def render_plan(plan: RunPlan) -> str:
                  f"retrieval: the health of {plan.cases} production calls, no judge"]
     else:
         lines = [f"golden set: {plan.cases} cases ({plan.answerable} answerable)",
-                 f"target: about {plan.target_calls} calls" + (" (the robustness stage's included)" if plan.robustness_note else ""),
+                 f"target: about {plan.target_calls} calls" + (" (and the noise test's)" if plan.robustness_calls else "")
+                 + (" (the paraphrase and stability tests' included)" if plan.asked_again else ""),
                  f"retrieval: {plan.retrieval_cases} cases scored, no judge"]
     if plan.metrics:
         lines.append(f"generation: {plan.sample} sampled cases")
@@ -265,8 +266,9 @@ def render_plan(plan: RunPlan) -> str:
             lines.append(f"  reference runs' changed answers judged again (same-run pairs): {plan.pairing_calls} calls")
         if plan.steps_calls:
             lines.append(f"  GEval criteria's evaluation steps (not in the cache yet): {plan.steps_calls} calls")
-    if plan.robustness_calls or plan.robustness_note:
-        lines.append(f"robustness: up to {plan.robustness_calls} judge calls ({plan.robustness_note})")
+    if plan.robustness_calls:
+        lines.append(f"robustness: up to {plan.robustness_calls} judge calls ({plan.robustness_note or 'the tests that ask again'})")
+    lines += [f"robustness: {note}" for note in plan.asked_again]
     if not plan.judge:
         lines.append("judge: none configured, so no judge call (the LLM metrics are reported as not evaluated)")
     else:
