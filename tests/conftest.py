@@ -29,7 +29,7 @@ def check_every_document_written() -> Iterator[None]:
 
 E2E = Path(__file__).parent / "e2e"
 BROWSER_MODULES = {"test_html_report", "test_cdp"}
-DOCKER_MODULES = {"test_e2e_act"}
+DOCKER_MODULES = {"test_e2e_act", "test_slim_image"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

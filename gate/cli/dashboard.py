@@ -14,7 +14,6 @@ invalid (a missing, unreadable or empty history, a spec that does not load, a br
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gate.core.errors import EXIT_PASS, InputError, RagGateError
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Mapping
 
     from gate.render.dashboard import ChartSpec
@@ -109,6 +109,8 @@ def _history_text(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def _git(*args: str) -> subprocess.CompletedProcess[bytes]:
+    import subprocess  # here: every command's parser imports this module
+
     try:
         return subprocess.run(["git", *args], capture_output=True, stdin=subprocess.DEVNULL, timeout=GIT_TIMEOUT_S, check=False)
     except FileNotFoundError:

@@ -8,7 +8,9 @@ from typing import Any
 from gate import __version__
 from gate.cli.calibrate import add_parsers as add_calibration_parsers
 from gate.cli.dashboard import add_parser as add_dashboard_parser
+from gate.cli.gitlab import add_parser as add_gitlab_parser
 from gate.cli.golden import add_parser as add_golden_add_parser
+from gate.cli.goldenio import add_parsers as add_golden_io_parsers
 from gate.cli.watch import add_parser as add_watch_parser
 
 Commands = Any  # argparse's sub-parsers action (its class is private)
@@ -26,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     _golden_and_cache(sub, spec)
     add_dashboard_parser(sub)
     add_watch_parser(sub, spec)
+    add_gitlab_parser(sub)
     add_calibration_parsers(sub)
     return p
 
@@ -108,6 +111,7 @@ def _golden_and_cache(sub: Commands, spec: argparse.ArgumentParser) -> None:
     gg.add_argument("--out", metavar="FILE", required=True, help="where to write the candidates (JSONL; review them, then "
                     "append them to the golden set)")
     add_golden_add_parser(golden_sub)
+    add_golden_io_parsers(golden_sub)
 
     corpus = sub.add_parser("corpus", help="the corpus")
     corpus_sub = corpus.add_subparsers(dest="action", required=True, metavar="ACTION")

@@ -4,6 +4,7 @@ pinned, an embeddings model where a metric needs one. Each check returns every e
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 
 from gate.config.spec import Spec
@@ -153,9 +154,16 @@ def _check_engines(spec: Spec) -> list[InputError]:
     if not missing:
         return []
     return [spec.error(f"the judge metrics need the judge engines, and {', '.join(missing)} "
-                       f"{'is' if len(missing) == 1 else 'are'} not installed",
-                       *where, hint="install the judges extra into rag-gate's environment: pip install -e '.[judges]' in a clone of "
-                                          "rag-gate (the action's Docker image has them)")]
+                       f"{'is' if len(missing) == 1 else 'are'} not installed", *where, hint=_engines_hint())]
+
+
+def _engines_hint() -> str:
+    """Where the judge engines are: the slim image (it sets RAG_GATE_IMAGE=slim) has none, the full one has them."""
+    if os.environ.get("RAG_GATE_IMAGE") == "slim":
+        return ("this is the action's slim image, which holds no judge engine: use the full action, `uses: OWNER/rag-gate@VERSION` "
+                "(not `OWNER/rag-gate/slim@VERSION`), whose image has RAGAS and DeepEval")
+    return ("install the judges extra into rag-gate's environment: pip install -e '.[judges]' in a clone of rag-gate "
+            "(the action's full Docker image has them)")
 
 
 def _check_pair_keys(spec: Spec) -> list[InputError]:

@@ -39,6 +39,7 @@ from gate.core.catalog import (
 )
 from gate.core.errors import InputError, InputErrors, KeyPath, key_path, value_at
 from gate.core.settings import GenerationSettings, MatchSettings, RetrievalSettings, RobustnessSettings, StageSettings
+from gate.core.surrogates import lone_surrogate
 from gate.io.schema import SchemaValidator, best_branch_error, describe
 
 if TYPE_CHECKING:
@@ -142,6 +143,9 @@ def _schema_message(error: jsonschema.ValidationError, raw: Any = None) -> tuple
             return _schema_message(best_branch_error(error), raw)
     if error.validator == "pattern" and len(path) >= 3 and path[-2] == "metrics" and isinstance(error.instance, str):
         return path, _unknown_metric(str(path[-3]), error.instance, raw)
+    if error.validator == "dependentRequired" and isinstance(error.instance, dict):
+        key = next((k for k, needs in error.validator_value.items() if k in error.instance and set(needs) - set(error.instance)), "?")
+        return path + (key,), f"{key!r} goes with {', '.join(map(repr, error.validator_value.get(key, [])))}, which is not set"
     if error.validator == "const":
         return path, f"must be {error.validator_value!r}, got {error.instance!r}"
     if error.validator == "enum":
@@ -269,6 +273,9 @@ class _Expander:
             )
         if env[name]:
             self.secrets.append(env[name])
+        if lone_surrogate(env[name]) is not None:  # bytes that are not UTF-8, as Python reads the environment
+            raise InputError(f"environment variable {name} is not UTF-8 text", file=self.file, line=line_of(self.lines, path),
+                             key=key_path(path), hint="set it to UTF-8 text")
         return env[name]
 
 

@@ -7,6 +7,10 @@ from typing import Any
 import yaml
 
 from gate.core.errors import InputError, KeyPath, key_path
+from gate.core.surrogates import NOT_UNICODE, lone_surrogate
+
+# YAML reads "\ud83d\ude00" as two lone halves (it does not join a surrogate pair as JSON does)
+YAML_SURROGATE_HINT = 'write the character itself, or its escape of eight hex digits ("\\U0001F600")'
 
 
 def _walk(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], file: str) -> None:
@@ -54,7 +58,11 @@ def load_yaml(text: str, file: str) -> tuple[Any, dict[KeyPath, int]]:
         if node is None:
             return None, lines
         _walk(node, (), lines, file)
-        return loader.construct_document(node), lines
+        data = loader.construct_document(node)
+        at = lone_surrogate(data)
+        if at is not None:  # a double-quoted "\ud800": nothing could write it (a report, a comment, the key of a cache)
+            raise InputError(NOT_UNICODE, file=file, line=_line_of_shown(lines, at), key=key_path(at), hint=YAML_SURROGATE_HINT)
+        return data, lines
     except InputError as exc:  # an alias: the loader knows the line, not the file
         raise InputError(exc.message, file=file, line=exc.line) if exc.file is None else exc from None
     except yaml.YAMLError as exc:
@@ -67,6 +75,15 @@ def load_yaml(text: str, file: str) -> tuple[Any, dict[KeyPath, int]]:
         raise InputError(f"invalid YAML: {msg}", file=file, line=mark.line + 1 if mark else None) from None
     finally:
         loader.dispose()
+
+
+def _line_of_shown(lines: dict[KeyPath, int], at: KeyPath) -> int | None:
+    """``line_of`` a key path whose last key is shown escaped (``lone_surrogate``: a key holding a lone surrogate)."""
+    if at in lines or not at or not isinstance(at[-1], str):
+        return line_of(lines, at)
+    shown = at[-1]
+    return next((n for p, n in lines.items() if p[:-1] == at[:-1] and len(p) == len(at) and isinstance(p[-1], str)
+                 and p[-1].encode("utf-8", "backslashreplace").decode("ascii") == shown), None) or line_of(lines, at[:-1])
 
 
 def line_of(lines: dict[KeyPath, int], path: KeyPath) -> int | None:

@@ -126,18 +126,31 @@ def read_checks(value: Any, where: str) -> AnswerChecks | str:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False)  # what json.dumps(..., ensure_ascii=False) uses, made once
+_STRING = json.encoder.encode_basestring  # the string encoder _ENCODER uses (ensure_ascii False): the same text
+
+
+def _row(c: GoldenCase) -> str:
+    """The case's line of the fingerprint: the JSON text of [id, question, ground truth, sorted (id, grade) pairs,
+    type, and the fields a set may not have, when it has them], as ``_ENCODER`` writes it. A case without the
+    optional fields (the usual one) is written here piece by piece, to the same text, without building the list."""
+    if c.relevant_texts or c.expected_keywords or c.checks or c.paraphrases:
+        return _ENCODER.encode([c.id, c.question, c.ground_truth, sorted(c.relevant.items()), c.type,
+                                *([list(c.relevant_texts)] if c.relevant_texts else []),  # sets without them: as before
+                                *([["keywords", list(c.expected_keywords)]] if c.expected_keywords else []),
+                                *([["checks", repr(c.checks)]] if c.checks else []),
+                                *([["paraphrases", list(c.paraphrases)]] if c.paraphrases else [])])
+    s, gt = _STRING, c.ground_truth
+    pairs = ", ".join([f"[{s(d)}, {int.__repr__(g)}]" for d, g in sorted(c.relevant.items())])
+    return f"[{s(c.id)}, {s(c.question)}, {'null' if gt is None else s(gt)}, [{pairs}], {s(c.type)}]"
 
 
 def fingerprint(cases: Iterable[GoldenCase]) -> str:
     """Content hash of the golden set: what each case asks and what counts as relevant."""
-    encode = _ENCODER.encode
-    rows = "".join(encode([c.id, c.question, c.ground_truth, sorted(c.relevant.items()), c.type,
-                           *([list(c.relevant_texts)] if c.relevant_texts else []),  # sets without them: as before
-                           *([["keywords", list(c.expected_keywords)]] if c.expected_keywords else []),
-                           *([["checks", repr(c.checks)]] if c.checks else []),
-                           *([["paraphrases", list(c.paraphrases)]] if c.paraphrases else [])]) + "\n"
-                   for c in sorted(cases, key=lambda c: c.id))
-    return digest_text(rows)
+    return digest_text("".join([_row(c) + "\n" for c in sorted(cases, key=_by_id)]))
+
+
+def _by_id(c: GoldenCase) -> str:
+    return c.id
 
 
 def groups(cases: Iterable[GoldenCase]) -> dict[str, dict[str, list[str]]]:

@@ -79,6 +79,17 @@ class RunError(RagGateError):
     slug = "run-error"
 
 
+class ApiError(RunError):
+    """A call to a forge's REST API (GitHub's, GitLab's) that failed: ``status`` is the HTTP status, None when no
+    answer came."""
+
+    slug = "api-error"
+
+    def __init__(self, status: int | None, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
 def key_path(path: KeyPath) -> str:
     """('stages', 'retrieval', 'gates', 'mrr') -> 'stages.retrieval.gates.mrr'; list items as [i]."""
     out = ""

@@ -21,12 +21,12 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
 import requests
 
-from gate.core.errors import InputError, RunError
+from gate.core.errors import ApiError, InputError
 from gate.core.redact import Redactor
 from gate.io.http import retry_after_s
 
@@ -38,12 +38,8 @@ WRITE_HINT = ("give the job `permissions: pull-requests: write` (for the comment
 log = logging.getLogger(__name__)
 
 
-class GitHubError(RunError):
+class GitHubError(ApiError):
     slug = "github-error"
-
-    def __init__(self, status: int | None, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.status = status
 
 
 class PermissionDenied(GitHubError):
@@ -58,18 +54,19 @@ class Conflict(GitHubError):
     slug = "github-conflict"
 
 
-class _BearerAuth(requests.auth.AuthBase):
-    """Set on the session, so a ~/.netrc never replaces it; its repr shows no token."""
+class TokenAuth(requests.auth.AuthBase):
+    """A token in one header (``Authorization: Bearer ...`` by default; GitLab's ``PRIVATE-TOKEN`` too), set on the
+    session so a ~/.netrc never replaces it; its repr shows no token."""
 
-    def __init__(self, token: str) -> None:
-        self._token = token
+    def __init__(self, token: str, header: str = "Authorization", prefix: str = "Bearer ") -> None:
+        self._token, self._header, self._prefix = token, header, prefix
 
     def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
-        r.headers["Authorization"] = f"Bearer {self._token}"
+        r.headers[self._header] = f"{self._prefix}{self._token}"
         return r
 
     def __repr__(self) -> str:
-        return "<Bearer ***>"
+        return "<token ***>"
 
 
 @dataclass(frozen=True)
@@ -100,7 +97,7 @@ class GitHubClient:
         self.session.headers.update({"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
                                      "User-Agent": "rag-gate"})
         if token:
-            self.session.auth = _BearerAuth(token)
+            self.session.auth = TokenAuth(token)
 
     def __repr__(self) -> str:
         return f"GitHubClient({self.api_url!r}, repository={self.repository!r})"
@@ -153,26 +150,11 @@ class GitHubClient:
         again first, so a PR never gets two."""
         if marker not in body:
             raise ValueError("the comment body must contain the marker, or the next run cannot find the comment")
-        existing, posted = self.find_comment(issue_number, marker), False
-        for attempt in range(1, self.max_retries + 2):
-            if existing is not None:
-                if (existing.get("body") or "").replace("\r\n", "\n") == body.replace("\r\n", "\n"):
-                    return int(existing["id"]), "created" if posted else "unchanged"
-                try:
-                    resp = self._request("PATCH", f"{self._repo_path}/issues/comments/{existing['id']}", body={"body": body})
-                    return int(self._json(resp)["id"]), "created" if posted else "updated"
-                except NotFound:  # deleted meanwhile
-                    existing = None
-                    continue
-            try:
-                resp = self._request("POST", f"{self._repo_path}/issues/{issue_number}/comments", body={"body": body}, retry=False)
-                return int(self._json(resp)["id"]), "created"
-            except GitHubError as exc:
-                if not (exc.status is None or exc.status >= 500) or attempt > self.max_retries:
-                    raise
-                self._pause(attempt, f"POST comment: {exc.message}")
-                existing, posted = self.find_comment(issue_number, marker), True
-        raise GitHubError(None, f"could not create the comment on #{issue_number}")  # pragma: no cover
+        return upsert_marked(
+            self, lambda: self.find_comment(issue_number, marker),
+            lambda c: self._request("PATCH", f"{self._repo_path}/issues/comments/{c['id']}", body={"body": body}),
+            lambda: self._request("POST", f"{self._repo_path}/issues/{issue_number}/comments", body={"body": body}, retry=False),
+            body, f"comment on #{issue_number}")
 
     def delete_comment(self, comment_id: int) -> bool:
         """Delete a comment; False if it was already gone."""
@@ -380,3 +362,38 @@ def _message(resp: requests.Response) -> str:
     details = [e.get("message") or e.get("code", "") for e in data.get("errors", []) if isinstance(e, dict)]
     msg = " ".join(str(data.get("message", "")).split())
     return f"{msg} ({'; '.join(map(str, details))})" if details else msg
+
+
+class _Forge(Protocol):
+    max_retries: int
+
+    def _pause(self, attempt: int, reason: str, wait: float | None = None) -> None: ...
+
+    def _json(self, resp: requests.Response) -> Any: ...
+
+
+def upsert_marked(client: _Forge, find: Callable[[], dict[str, Any] | None], edit: Callable[[dict[str, Any]], requests.Response],
+                  create: Callable[[], requests.Response], body: str, what: str) -> tuple[int, str]:
+    """Create the one marked comment (GitHub) or note (GitLab), or edit the one ``find`` gives in place: (id, "created"
+    | "updated" | "unchanged"). A create that failed with no answer or a 5xx is not sent again blindly: ``find`` looks
+    first (the forge may have created it), so there is never a second one; one deleted meanwhile is created again."""
+    existing, posted = find(), False
+    for attempt in range(1, client.max_retries + 2):
+        if existing is not None:
+            if (existing.get("body") or "").replace("\r\n", "\n") == body.replace("\r\n", "\n"):
+                return int(existing["id"]), "created" if posted else "unchanged"
+            try:
+                return int(client._json(edit(existing))["id"]), "created" if posted else "updated"
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                existing = None  # deleted meanwhile
+                continue
+        try:
+            return int(client._json(create())["id"]), "created"
+        except ApiError as exc:
+            if not (exc.status is None or exc.status >= 500) or attempt > client.max_retries:
+                raise
+            client._pause(attempt, f"POST {what}: {exc.message}")
+            existing, posted = find(), True
+    raise ApiError(None, f"could not create the {what}")  # pragma: no cover

@@ -79,11 +79,11 @@ def _unwritable(what: str, target: Path, exc: OSError) -> RunError:
     return RunError(f"{target}: cannot write the {what}: {reason}", hint="write it to another folder, or free some space")
 
 
-def write_text(path: str | os.PathLike[str], text: str, *, what: str = "file") -> None:
-    """Write ``text`` to ``path`` atomically; '-' writes to stdout. Never leaves a half-written file."""
+def write_text(path: str | os.PathLike[str], text: str | bytes, *, what: str = "file") -> None:
+    """Write ``text`` (str, written as UTF-8; or its bytes, written as they are) to ``path`` atomically; '-' writes
+    to stdout. Never leaves a half-written file."""
     if str(path) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        _to_stdout(text)
         return
     target = Path(path)
     try:
@@ -93,8 +93,8 @@ def write_text(path: str | os.PathLike[str], text: str, *, what: str = "file") -
     except OSError as exc:
         raise _unwritable(what, target, exc) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text if isinstance(text, bytes) else text.encode("utf-8"))  # what a UTF-8 text file writes
             os.fchmod(handle.fileno(), _file_mode())
         os.replace(tmp, target)
     except BaseException as exc:
@@ -102,3 +102,15 @@ def write_text(path: str | os.PathLike[str], text: str, *, what: str = "file") -
         if isinstance(exc, OSError):
             raise _unwritable(what, target, exc) from None
         raise
+
+
+def _to_stdout(text: str | bytes) -> None:
+    """``text`` on stdout, after what was written there before; bytes as they are when stdout has a binary buffer."""
+    buffer = getattr(sys.stdout, "buffer", None) if isinstance(text, bytes) else None
+    if buffer is None:
+        sys.stdout.write(text.decode("utf-8") if isinstance(text, bytes) else text)
+        sys.stdout.flush()
+        return
+    sys.stdout.flush()
+    buffer.write(text)
+    buffer.flush()

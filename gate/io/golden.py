@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from gate.core.cases import parse_case
-from gate.core.errors import InputError, InputErrors
-from gate.core.model import GoldenCase
+import msgspec
+
+from gate.core.cases import MAX_GRADE, derive_id, parse_case
+from gate.core.errors import InputError, InputErrors, key_path
+from gate.core.model import CASE_TYPES, GoldenCase
+from gate.core.surrogates import NOT_UNICODE, NOT_UNICODE_HINT, lone_surrogate
 from gate.io.files import special_kind
 from gate.io.jsonparse import BadJSON, parse
 
@@ -18,6 +23,20 @@ def open_regular(path: Path) -> TextIO:
     """``path`` opened for reading as UTF-8 text; InputError if it does not exist, cannot be read, or is not a regular
     file (a FIFO, a device, a directory, a socket: refused before a byte is read). It is opened without blocking (a
     FIFO would wait for a writer) and the open file is asked what it is, so nothing can be swapped in between."""
+    return open(_regular_fd(path), encoding="utf-8-sig")
+
+
+def read_regular_bytes(path: Path) -> bytes:
+    """The bytes of ``path``, refused as ``open_regular`` refuses it (not found, unreadable, not a regular file)."""
+    with open(_regular_fd(path), "rb") as handle:
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+
+
+def _regular_fd(path: Path) -> int:
+    """A descriptor of ``path`` open for reading, blocking, once the open file is known to be a regular file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -28,7 +47,7 @@ def open_regular(path: Path) -> TextIO:
         kind = special_kind(os.fstat(fd).st_mode)
         if kind is None:
             os.set_blocking(fd, True)
-            return open(fd, encoding="utf-8-sig")
+            return fd
     except BaseException:
         os.close(fd)
         raise
@@ -36,14 +55,14 @@ def open_regular(path: Path) -> TextIO:
     raise InputError(f"is {kind}, not a regular file", file=str(path))
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+def iter_lines(path: Path, raw: bytes | None = None) -> Iterator[tuple[int, str]]:
     """(line number, text) of every non-blank line of a JSONL file; InputError if it is not a regular file or cannot
-    be read as UTF-8."""
-    handle = open_regular(path)
+    be read as UTF-8. ``raw``: the file's bytes, already read (``read_regular_bytes``), split as the file would be."""
+    handle = open_regular(path) if raw is None else io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8-sig")
     with handle:
         try:
             for lineno, line in enumerate(handle, 1):
-                if line.strip():
+                if not line.isspace():  # what line.strip() calls whitespace, without copying the line
                     yield lineno, line
         except UnicodeDecodeError:
             raise InputError("not UTF-8 text", file=str(path)) from None
@@ -61,9 +80,16 @@ def parse_line(path: Path, lineno: int, line: str) -> Any:
                          "(JSON Lines), not an array of them",
                          file=str(path), line=lineno, hint=JSONL_HINT)
     try:
-        return parse(line, max_depth=None)
+        value = parse(line, max_depth=None)
     except BadJSON as exc:
         raise InputError(exc.message, file=str(path), line=lineno) from None
+    if _SURROGATE_ESCAPE.search(line) is not None and (at := lone_surrogate(value)) is not None:
+        raise InputError(NOT_UNICODE, file=str(path), line=lineno, key=key_path(at), hint=NOT_UNICODE_HINT)
+    return value
+
+
+# JSON's only way to a lone surrogate is its escape (the file is read as UTF-8): a line without one is not walked
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
@@ -72,20 +98,98 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
         yield lineno, parse_line(path, lineno, line)
 
 
+class _Row(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A golden row of the usual shape, as msgspec decodes it (``_fast_case``): only these fields, each of its JSON
+    type. Any other row (another field, a value of another type, malformed JSON) is read by ``parse_case``."""
+
+    question: str
+    id: str | None = None
+    ground_truth: str | None = None
+    relevant_doc_ids: list[str] | dict[str, int] | None = None
+    type: str = "answerable"
+    category: str | None = None
+    tags: list[str] | None = None
+
+
+_ROW = msgspec.json.Decoder(_Row).decode
+
+
+def _fast_case(text: str, lineno: int) -> GoldenCase | None:
+    """The GoldenCase ``parse_case`` gives for a line of the usual shape, decoded straight into ``_Row`` (no dict is
+    built); None for any other line, and for one ``parse_case`` would refuse (it then says why).
+    tests/unit/test_golden_fast.py holds the two paths to the same cases."""
+    try:
+        row = _ROW(text)
+    except (ValueError, RecursionError):  # not of this shape, or not JSON msgspec takes: the general path
+        return None
+    question, case_id, ctype, rel = row.question, row.id, row.type, row.relevant_doc_ids
+    if not question.strip() or ctype not in CASE_TYPES:
+        return None
+    if case_id is None:
+        case_id = derive_id(question)
+    elif not case_id.strip():
+        return None
+    relevant: dict[str, int]
+    if rel is None:
+        relevant = {}
+    elif type(rel) is list:
+        if not all(rel):
+            return None
+        relevant = dict.fromkeys(rel, 1)
+    else:
+        if "" in rel or not all(1 <= g <= MAX_GRADE for g in rel.values()):  # type: ignore[union-attr]
+            return None
+        relevant = rel  # type: ignore[assignment]
+    if not relevant and ctype == "answerable":
+        return None
+    return GoldenCase(id=case_id, question=question, line=lineno, ground_truth=row.ground_truth, relevant=relevant, type=ctype,
+                      tags=tuple(row.tags) if row.tags else (), category=row.category)
+
+
+def _read_text(path: Path) -> str | None:
+    """The whole file as text (newlines as iterating it gives them); None if it is not UTF-8 (``iter_lines`` says so)."""
+    handle = open_regular(path)
+    with handle:
+        try:
+            return handle.read()
+        except UnicodeDecodeError:
+            return None
+
+
+def _cases(path: Path) -> Iterator[tuple[int, GoldenCase | str]]:
+    """(line number, the case or what is wrong with its row) of every non-blank line; InputError on bad JSON (at the
+    first such line, as ``iter_jsonl`` raises it). Lines of the usual shape are decoded straight into their case; the
+    others, with their newline, go ``parse_line`` and ``parse_case``'s way, which word what is wrong."""
+    text = _read_text(path)
+    if text is None:
+        for lineno, row in iter_jsonl(path):
+            yield lineno, parse_case(row, lineno)
+        return
+    pieces = text.split("\n")
+    last = len(pieces)
+    for lineno, piece in enumerate(pieces, 1):
+        case = _fast_case(piece, lineno) if piece else None
+        if case is not None:
+            yield lineno, case
+            continue
+        line = piece + "\n" if lineno < last else piece  # the line as iterating the file gives it
+        if line and not line.isspace():
+            yield lineno, parse_case(parse_line(path, lineno, line), lineno)
+
+
 def load_golden_set(path: Path) -> list[GoldenCase]:
     """Load and validate every row; all errors are reported together, each with its line."""
     cases: list[GoldenCase] = []
     errors: list[InputError] = []
     seen: dict[str, int] = {}
-    for lineno, row in iter_jsonl(path):
-        parsed = parse_case(row, lineno)
+    for lineno, parsed in _cases(path):
         if isinstance(parsed, str):
             errors.append(InputError(parsed, file=str(path), line=lineno))
             continue
-        if parsed.id in seen:
-            errors.append(InputError(f"duplicate id {parsed.id!r} (first at line {seen[parsed.id]})", file=str(path), line=lineno))
+        first = seen.setdefault(parsed.id, lineno)
+        if first != lineno:
+            errors.append(InputError(f"duplicate id {parsed.id!r} (first at line {first})", file=str(path), line=lineno))
             continue
-        seen[parsed.id] = lineno
         cases.append(parsed)
     if errors:
         raise errors[0] if len(errors) == 1 else InputErrors(errors)

@@ -16,9 +16,10 @@ def collect_outputs(
     deadline: Deadline = NO_DEADLINE,
 ) -> dict[str, TargetOutput]:
     """Ask the target once per case (``target.concurrency`` at a time). Never raises per case, but for a target that
-    cannot be reached at all (``fail_fast``): its first case is asked alone, and if no attempt even connected the run
-    stops there (RunError naming the URL) instead of waiting out every case's retries. Cases not started by the
-    deadline end as errors saying so."""
+    cannot be reached at all (``fail_fast``) or whose answer has the wrong shape (``fail_fast`` or
+    ``ask_first_alone``): its first case is asked alone, and if no attempt even connected, or its answer had the wrong
+    shape, the run stops there (RunError naming the URL, or what was received and what to set) instead of asking
+    every case in vain. Cases not started by the deadline end as errors saying so."""
 
     def ask(case: GoldenCase) -> TargetOutput:
         if deadline.reached():
@@ -34,12 +35,15 @@ def collect_outputs(
 
     outputs: dict[str, TargetOutput] = {}
     rest = list(cases)
-    if target.fail_fast and rest:
+    if (target.fail_fast or target.ask_first_alone) and rest:
         first = ask(rest.pop(0))
         outputs[first.case_id] = first
         if target.unreachable:
             raise RunError(f"the target cannot be reached: {target.unreachable}",
                            hint="start the service (or fix target.http.url) and run again; no other case was asked")
+        if target.wrong_shape:
+            raise RunError(f"the target returned the wrong shape for case {first.case_id}: {target.wrong_shape}",
+                           hint=f"{target.shape_hint or 'fix what the target returns'}; no other case was asked")
     if target.concurrency <= 1 or len(rest) <= 1:
         outputs.update((c.id, ask(c)) for c in rest)
         return outputs

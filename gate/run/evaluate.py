@@ -5,6 +5,7 @@ with (the baseline's stage, the history entries measured the same way)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 
 from gate import __version__
 from gate.config.spec import Spec
@@ -26,6 +27,7 @@ from gate.run.traces import traces_fingerprint
 from gate.stages.retrieval import health_stage, retrieval_stage, stale_labels
 
 Groups = Mapping[str, Mapping[str, Sequence[str]]]  # by -> group -> case ids
+_ID = attrgetter("id")
 
 
 def with_judge(fingerprint: str, judge: JudgeInfo) -> str:
@@ -95,9 +97,9 @@ def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, Targ
         "run": run_info(spec, facts), "fingerprints": fingerprints, "golden_set": golden_set_info(spec, cases, case_groups),
         "target": target_info(spec, cases, outputs, facts), "baseline": baseline_info(spec, facts, fingerprints), "stages": stages,
         "cases": [
-            {"id": c.id, "type": c.type, "retrieved": [d.id for d in outputs[c.id].retrieved],
-             "answer": outputs[c.id].answer, "latency_ms": outputs[c.id].latency_ms, "error": outputs[c.id].error}
-            for c in cases
+            {"id": c.id, "type": c.type, "retrieved": list(map(_ID, o.retrieved)), "answer": o.answer, "latency_ms": o.latency_ms,
+             "error": o.error}
+            for c in cases for o in [outputs[c.id]]  # (one output a case: a name, not a loop)
         ],
         "history": history_summary(facts.history),
     }

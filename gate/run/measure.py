@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.pairs import PairedRun, paired_run
@@ -16,9 +17,11 @@ from gate.run.context import Measured, stage_context
 from gate.run.load import Loaded
 from gate.run.options import RunOptions
 from gate.run.traces import traces_fingerprint
-from gate.stages.windows import WindowRefs, stored_window
 from gate.targets import Target
 from gate.targets.factory import make_target
+
+if TYPE_CHECKING:  # a traces run's windows: imported by the run that has them
+    from gate.stages.windows import WindowRefs
 
 
 def paired_runs(loaded: Loaded, stage: str = "generation") -> list[PairedRun]:
@@ -54,6 +57,8 @@ def window_refs(loaded: Loaded) -> list[WindowRefs]:
     settings = spec.traces
     if settings is None or loaded.traces is None:
         return []
+    from gate.stages.windows import WindowRefs, stored_window
+
     mine = traces_fingerprint(spec)
     usable = [e for e in loaded.history if "generation" in e["stages"] and e["fingerprints"].get("golden_set") == mine]
     if not usable:

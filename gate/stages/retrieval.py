@@ -9,12 +9,14 @@ from typing import Any
 
 from gate.core.catalog import MetricName
 from gate.core.model import GoldenCase, TargetOutput
-from gate.core.ranking import CaseScorer, aggregate, first_ranks, health_metrics, map_relevant, metric_function, total_tokens, usage_metrics
+from gate.core.ranking import health_metrics, map_relevant, total_tokens, usage_metrics
 from gate.core.report import CaseResult, GroupMetrics, StageMeasurement
+from gate.core.retrieval_onepass import case_scorer, mean_of
 from gate.core.settings import MatchSettings, RetrievalSettings
 from gate.core.textmatch import text_matches
 
 _ID = attrgetter("id")
+Scored = tuple[list[int], int, list[float]]  # a scored case: the ranks of its relevant ids found, how many it has, its values
 
 
 def _ids(output: TargetOutput, to_id: Callable[[str], str] | None) -> list[str]:
@@ -42,16 +44,19 @@ def stale_labels(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput
     known: set[str] = set()
     retrieved: set[str] = set()
     answered = [c for c in cases if c.answerable and outputs[c.id].error is None]
+    if level == "exact" and _clearly_fresh(answered, outputs, cutoff):
+        return None
     if level != "text":
-        known = {to_id(r) for c in cases for r in c.relevant}
-    for c in answered:
+        exact = level == "exact"
+        known = {r for c in cases for r in c.relevant} if exact else {to_id(r) for c in cases for r in c.relevant}
+        for c in answered:
+            top_ids = map(_ID, outputs[c.id].retrieved[:cutoff])
+            retrieved.update(top_ids if exact else map(to_id, top_ids))
+    for c in answered if level == "text" else ():
         top = replace(outputs[c.id], retrieved=outputs[c.id].retrieved[:cutoff])
-        if level == "text":
-            ids, relevant = text_ids(c.relevant_texts, top, min_overlap)
-            known |= {f"{c.id}\x00{i}" for i in ids if i in relevant}
-            retrieved |= {f"{c.id}\x00{i}" if i in relevant else i for i in ids}
-        else:
-            retrieved |= {to_id(d.id) for d in top.retrieved}
+        ids, relevant = text_ids(c.relevant_texts, top, min_overlap)
+        known |= {f"{c.id}\x00{i}" for i in ids if i in relevant}
+        retrieved |= {f"{c.id}\x00{i}" if i in relevant else i for i in ids}
     hits = len(retrieved & known)
     if len(retrieved) < 20 or hits * 100 >= len(retrieved):
         return None
@@ -61,10 +66,26 @@ def stale_labels(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput
             "relevant_texts and set match.level: text, which survives re-chunking")
 
 
-def _aggregate_all(metrics: Sequence[MetricName], scorers: list[CaseScorer], values: dict[str, list[float]]) -> dict[str, float]:
+def _clearly_fresh(answered: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], cutoff: int) -> bool:
+    """Whether the labels are not stale by a bound that needs no set of every retrieved id (match.level exact): the
+    distinct ids relevant to their own case and retrieved for it within the cut-off are some of the hits, and the
+    passages within the cut-off are at least as many as the distinct ids among them. When the former are 1 % of the
+    latter, ``stale_labels`` would find at least that share too."""
+    found: set[str] = set()
+    within = 0
+    for c in answered:
+        top = list(map(_ID, outputs[c.id].retrieved[:cutoff]))
+        within += len(top)
+        found.update([r for r in c.relevant if r in top])
+    return len(found) * 100 >= within
+
+
+def _aggregate_all(metrics: Sequence[MetricName], scored: Sequence[Scored], values: dict[str, list[float]]) -> dict[str, float]:
+    micro = any(m.base == "context_recall" for m in metrics)  # the only one that reads the ranks themselves
+    rank_lists, n_relevant = ([s[0] for s in scored], [s[1] for s in scored]) if micro else ([], [])
     out: dict[str, float] = {}
     for m in metrics:
-        v = aggregate(m, scorers, values[m.name])
+        v = mean_of(m, values[m.name], rank_lists, n_relevant)
         if v is not None:
             out[m.name] = v
     return out
@@ -84,12 +105,11 @@ def retrieval_stage(
     """
     metrics = settings.metrics
     names = [m.name for m in metrics]
-    functions = [metric_function(m) for m in metrics]
+    score = case_scorer(metrics)
     ranked = _ranking(settings.match)
     samples: list[CaseResult] = []
-    scorers: list[CaseScorer] = []
-    rows: list[list[float]] = []
-    scored: dict[str, tuple[CaseScorer, list[float]]] = {}
+    rows: list[Scored] = []
+    scored: dict[str, Scored] = {}
     excluded: dict[str, int] = {}
     for case in cases:
         out = outputs[case.id]
@@ -100,24 +120,20 @@ def retrieval_stage(
         if isinstance(got, str):
             samples.append({"id": case.id, "metrics": {}, "error": got})
             continue
-        ids, relevant = got
-        ranks = first_ranks(ids, relevant)
-        scorer = CaseScorer.from_ranks(ranks, relevant)
-        row = [f(scorer) for f in functions]
-        rows.append(row)
-        scorers.append(scorer)
-        scored[case.id] = (scorer, row)
+        ranks, rank_list, row = score(*got)
+        scored[case.id] = one = (rank_list, len(got[1]), row)
+        rows.append(one)
         samples.append({"id": case.id, "metrics": dict(zip(names, row, strict=True)), "error": None, "relevant_ranks": ranks})
-    values = _columns(names, rows)
+    values = _columns(names, [row for _, _, row in rows])
 
     health, unused = _health(cases, outputs)
     stage: StageMeasurement = {
-        "metrics": {**_aggregate_all(metrics, scorers, values), **health},
-        "n": len(scorers),
+        "metrics": {**_aggregate_all(metrics, rows, values), **health},
+        "n": len(rows),
         "errored": sum(1 for s in samples if s["error"] is not None),
         "excluded": excluded,
         "samples": samples,
-        "not_evaluated": {**{m.name: "no answerable case was scored" for m in metrics if not scorers},
+        "not_evaluated": {**{m.name: "no answerable case was scored" for m in metrics if not rows},
                           **{m: why for m, why in unused.items() if m in settings.gates}},  # said only where a gate asks
         "warnings": [],
     }
@@ -176,11 +192,11 @@ def _columns(names: Sequence[str], rows: list[list[float]]) -> dict[str, list[fl
 
 def breakdown(
     groups: dict[str, dict[str, list[str]]],
-    scored: dict[str, tuple[CaseScorer, list[float]]],
+    scored: Mapping[str, Scored],
     metrics: Sequence[MetricName],
 ) -> dict[str, dict[str, GroupMetrics]]:
-    """Metrics per category and per tag, over the scored cases of each group (``scored``: case id -> its scorer and
-    its value of each metric, in the order of ``metrics``)."""
+    """Metrics per category and per tag, over the scored cases of each group (``scored``: case id -> its ranks found,
+    its number of relevant ids and its value of each metric, in the order of ``metrics``)."""
     names = [m.name for m in metrics]
     out: dict[str, dict[str, GroupMetrics]] = {}
     for dimension in ("category", "tag"):
@@ -189,9 +205,8 @@ def breakdown(
             members = [scored[i] for i in ids if i in scored]
             if not members:
                 continue
-            scorers = [s for s, _ in members]
-            values = _columns(names, [row for _, row in members])
-            rows[group] = {"n": len(members), "metrics": _aggregate_all(metrics, scorers, values)}
+            values = _columns(names, [row for _, _, row in members])
+            rows[group] = {"n": len(members), "metrics": _aggregate_all(metrics, members, values)}
         if rows:
             out[dimension] = rows
     return out

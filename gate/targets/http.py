@@ -10,6 +10,13 @@ still reading at the deadline (``max_duration_s``) ends there, its connection cl
 where it points, unless ``follow_redirects``: then at most 5 are followed here (not by requests), only 307 and 308
 (which keep the POST and its body; 301, 302 and 303 would make it a GET), and none of the configured headers, nor the
 URL's credentials, goes to another origin (scheme, host and port).
+
+``preset: langserve`` speaks LangServe's ``/invoke``: ``{"input": question}`` answered by ``{"output": ..., "metadata":
+{"run_id", "feedback_tokens"}}``, the output a string (the answer) or a chain's output (``answer``/``result`` beside
+``context``/``source_documents``, serialised LangChain Documents). A key of ``request``/``response`` set to anything but
+its default overrides the preset's. The noise test's call (``contexts``) has its own URL, body and mappings, each
+defaulting to the main call's. A body of the wrong shape fails its case with what was received (its type or its keys)
+and the mapping to set, and sets ``wrong_shape``.
 """
 
 from __future__ import annotations
@@ -27,7 +34,19 @@ from gate.core.model import Answer, GoldenCase, TargetOutput
 from gate.core.redact import Redactor
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
 from gate.io.http import DeadlineReached, TooLarge, Watchdog, json_of, origin, read_body, retry_after_s, text_of
-from gate.targets import DEFAULT_FIELDS, Target, answer_field, parse_output
+from gate.targets import DEFAULT_FIELDS, Beside, Target, answer_field, get_path, output_from, parse_output
+from gate.targets.httpmap import (
+    DEFAULT_REQUEST,
+    LANGSERVE_CONTEXTS_REQUEST,
+    LANGSERVE_REQUEST,
+    LANGSERVE_RESPONSE,
+    SHAPE_EXAMPLE,
+    describe,
+    explicit,
+    invoke_url,
+    misplaced,
+    received,
+)
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_REDIRECTS = 5
@@ -67,14 +86,33 @@ class _Session(requests.Session):
         return None
 
 
+class ContextsCall:
+    """The noise test's call (``target.http.contexts``): its URL, body and mappings, each the main call's unless set."""
+
+    def __init__(self, cfg: dict[str, Any], main: HttpTarget, request: dict[str, Any], langserve: bool) -> None:
+        url = cfg.get("url")
+        self.url: str = main.url if url is None else invoke_url(url) if langserve else url
+        self.shown_url = self.url
+        self.body: dict[str, Any] = cfg["body"] if "body" in cfg else main.body
+        base = {**DEFAULT_REQUEST, **(LANGSERVE_CONTEXTS_REQUEST if langserve else {}), **request}
+        own = cfg.get("request") or {}
+        self.question: str = own.get("question") or base["question"]
+        self.contexts: str = own.get("contexts") or base["contexts"]
+        answer = (cfg.get("response") or {}).get("answer")
+        self.answer_places: tuple[str, ...] = (answer,) if answer else main.response_places["answer"]
+        self.own_answer = bool(answer)  # the mapping a wrong-shape error names
+
+
 class HttpTarget(Target):
     kind = "http"
     fail_fast = True  # the first case is asked alone: a service that is down stops the run at once
 
     def __init__(self, cfg: dict[str, Any], secrets: list[str] | None = None, sleep: Any = time.sleep,
                  deadline: Deadline = NO_DEADLINE) -> None:
-        self.url: str = cfg["url"]
-        self.configured_headers: dict[str, str] = dict(cfg.get("headers", {}))  # sent to the URL's origin only
+        self.preset: str | None = cfg.get("preset")
+        langserve = self.preset == "langserve"
+        self.url: str = invoke_url(cfg["url"]) if langserve else cfg["url"]
+        self.configured_headers: dict[str, str] = dict(cfg.get("headers", {}))  # sent to the URLs' origins only
         self.headers = {**DEFAULT_HEADERS, **self.configured_headers}
         self.body: dict[str, Any] = cfg.get("body", {})
         self.timeout = float(cfg["timeout_s"])
@@ -84,10 +122,19 @@ class HttpTarget(Target):
         self.concurrency = int(cfg["concurrency"])
         self.max_bytes = int(cfg["max_response_bytes"])
         self.follow_redirects = bool(cfg["follow_redirects"])
-        self.request_fields = dict(cfg["request"])
-        self.response_fields = {**DEFAULT_FIELDS, **cfg["response"]}
-        self.redactor = Redactor.with_urls(secrets or [], [self.url])  # and the Basic credential of the URL's user:password
+        request, response = explicit(cfg["request"], DEFAULT_REQUEST), explicit(cfg["response"], DEFAULT_FIELDS)
+        self.request_fields: dict[str, str | None] = {**DEFAULT_REQUEST, **(LANGSERVE_REQUEST if langserve else {}), **request}
+        self.response_fields = {**DEFAULT_FIELDS, **response}
+        self.explicit_response = response
+        # where each response field may be, the first present wins (one place each but for the preset's)
+        self.response_places: dict[str, tuple[str, ...]] = {f: (p,) for f, p in self.response_fields.items()}
+        if langserve:
+            self.response_places.update({f: p for f, p in LANGSERVE_RESPONSE.items() if f not in response})
+        self.contexts = ContextsCall(cfg.get("contexts") or {}, self, request, langserve)
+        self.redactor = Redactor.with_urls(secrets or [], [self.url, self.contexts.url])  # and the URLs' user:password
         self.shown_url = shown_url(self.url, self.redactor)
+        self.contexts.shown_url = shown_url(self.contexts.url, self.redactor)
+        self.origins = {origin(self.url), origin(self.contexts.url)}  # where the configured headers go
         self.deadline = deadline
         self._watchdog = Watchdog(deadline)
         self.unreachable: str | None = None  # the error of the last call that could not connect at all
@@ -107,16 +154,22 @@ class HttpTarget(Target):
         return s
 
     def build_body(self, question: str, *, k: int | None = None, contexts: list[str] | None = None) -> dict[str, Any]:
-        body = copy.deepcopy(self.body)
-        set_path(body, self.request_fields["question"], question)
-        if k is not None:
-            set_path(body, self.request_fields["k"], k)
+        """The main call's body (``k``), or the noise test's (``contexts``: its own body and fields)."""
         if contexts is not None:
-            set_path(body, self.request_fields["contexts"], contexts)
+            body = copy.deepcopy(self.contexts.body)
+            set_path(body, self.contexts.question, question)
+            set_path(body, self.contexts.contexts, contexts)
+            return body
+        body = copy.deepcopy(self.body)
+        set_path(body, str(self.request_fields["question"]), question)
+        k_field = self.request_fields["k"]
+        if k is not None and k_field:
+            set_path(body, k_field, k)
         return body
 
-    def post(self, body: dict[str, Any]) -> tuple[Any, float]:
-        """POST with retries. Returns (parsed JSON, latency ms of the whole call); raises RuntimeError with the reason."""
+    def post(self, body: dict[str, Any], url: str | None = None) -> tuple[Any, float]:
+        """POST to ``url`` (the main URL unless given) with retries. Returns (parsed JSON, latency ms of the whole
+        call); raises RuntimeError with the reason."""
         session = self._session()
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         start = time.perf_counter()
@@ -128,7 +181,7 @@ class HttpTarget(Target):
             try:
                 if self.deadline.reached():
                     raise DeadlineReached()
-                code, after, content, encoding = self._exchange(session, data)
+                code, after, content, encoding = self._exchange(session, data, url or self.url)
             except DeadlineReached:
                 raise PostError(f"{REACHED}{f' after: {reason}' if reason else ''}") from None
             except requests.Timeout:
@@ -163,10 +216,11 @@ class HttpTarget(Target):
             start_of_body = self.redactor.shorten(repr(text_of(content, encoding)), 80)
             raise RuntimeError(f"malformed JSON in the response (HTTP {code}): {start_of_body}") from None
 
-    def _exchange(self, session: requests.Session, data: bytes) -> tuple[int, float | None, bytes, str | None]:
-        """One attempt: the POST, and the redirects it is allowed to follow. (status, Retry-After, body, encoding);
-        RuntimeError for a redirect not followed or a body over the cap, DeadlineReached at the deadline."""
-        url, headers = self.url, self.configured_headers
+    def _exchange(self, session: requests.Session, data: bytes, start: str) -> tuple[int, float | None, bytes, str | None]:
+        """One attempt: the POST to ``start``, and the redirects it is allowed to follow. (status, Retry-After, body,
+        encoding); RuntimeError for a redirect not followed or a body over the cap, DeadlineReached at the deadline."""
+        url = start
+        headers = self.configured_headers if origin(start) in self.origins else {}
         for hop in range(MAX_REDIRECTS + 1):
             if hop and self.deadline.reached():
                 raise DeadlineReached()
@@ -177,7 +231,7 @@ class HttpTarget(Target):
                 location = resp.headers.get("Location")
                 resp.close()
                 url = self._redirect(code, url, location, hop)
-                if origin(url) != origin(self.url):
+                if origin(url) != origin(start):
                     headers = {}  # the session's defaults only; and no credentials: the new URL's are the server's
                 continue
             error = code >= 400
@@ -214,33 +268,91 @@ class HttpTarget(Target):
             raise RuntimeError(f"more than {MAX_REDIRECTS} redirects (the last to {shown})")
         return to
 
-    def _failed(self, exc: Exception) -> str:
+    def _failed(self, exc: Exception, shown: str | None = None) -> str:
         """The error of a call, naming the URL it went to (credentials and secrets redacted)."""
         if isinstance(exc, PostError) and exc.unreachable:
-            self.unreachable = self.redactor(f"{self.shown_url}: {exc}")
-        return self.redactor(f"{self.shown_url}: {exc}")
+            self.unreachable = self.redactor(f"{shown or self.shown_url}: {exc}")
+        return self.redactor(f"{shown or self.shown_url}: {exc}")
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         start = time.perf_counter()
         try:
             obj, latency = self.post(self.build_body(case.question, k=k))
-            self.unreachable = None
-            return parse_output(case.id, obj, self.response_fields, latency_ms=latency)
         except (RuntimeError, ValueError) as exc:
             return TargetOutput.failed(case.id, self._failed(exc), (time.perf_counter() - start) * 1000)
+        self.unreachable = None
+        try:
+            out = self.read(case.id, obj, latency)
+        except ValueError as exc:  # gate.targets.ShapeError included
+            self.wrong_shape = self.shape_error(obj, exc)
+            self.shape_hint = "map target.http.response to where the fields are (or set target.http.preset), and run again"
+            return TargetOutput.failed(case.id, self.wrong_shape, latency)
+        self.wrong_shape = None
+        return out
+
+    def fields_of(self, obj: Any) -> dict[str, str]:
+        """The response mapping for this body: of each field's places, the first the body has."""
+        if not self.preset:
+            return self.response_fields
+        fields = {f: next((p for p in places if get_path(obj, p) is not None), places[0])
+                  for f, places in self.response_places.items()}
+        items = get_path(obj, fields["retrieved"])
+        first = items[0] if isinstance(items, list) and items else None
+        ids = self.response_places["id"]
+        fields["id"] = next((p for p in ids if get_path(first, p) not in (None, "")), ids[0])
+        return fields
+
+    def read(self, case_id: str, obj: Any, latency: float) -> TargetOutput:
+        """The TargetOutput of a body; ValueError when its shape is wrong. A LangServe output that is a string is the
+        answer, with no passages (the preset's places for them are inside an object output)."""
+        fields = self.fields_of(obj)
+        if self.preset and isinstance(obj, dict) and isinstance(obj.get("output"), str) and "retrieved" not in self.explicit_response:
+            return output_from(case_id, [], Beside(obj["output"], None, None), fields, latency)
+        return parse_output(case_id, obj, fields, latency_ms=latency)
+
+    def shape_error(self, obj: Any, exc: Exception, contexts: bool = False) -> str:
+        """A wrong-shape error: what was received, why it does not fit, and the mapping to set."""
+        fields = {**self.fields_of(obj), **({"answer": self.contexts_answer(obj)} if contexts else {})}
+        field = "answer" if contexts else misplaced(obj, fields)
+        key = f"target.http.{'contexts.' if contexts else ''}response.{field}"
+        where = f"output.{SHAPE_EXAMPLE[field].rsplit('.', 1)[-1]}" if self.preset else SHAPE_EXAMPLE[field]
+        example = f"{{{field}: {where}}}"
+        hint = f"set {key} to where {field} is, e.g. `{f'contexts: {{response: {example}}}' if contexts else f'response: {example}'}`"
+        if self.preset:
+            places = (self.contexts.answer_places if contexts else self.response_places[field])
+            hint += f"; preset {self.preset} looks in {', '.join(places)}"
+        elif isinstance(obj, dict) and "output" in obj and "metadata" in obj:
+            hint = f"the body looks like LangServe's /invoke: set `preset: langserve`; or {hint}"
+        else:
+            hint += ", or `preset: langserve` for a LangServe chain"
+        why = self.redactor.shorten(exc, 300)
+        said = received(obj, self.redactor, fields[field])
+        top = describe(obj, self.redactor)
+        if top in why or "(got an object with key" in why:  # the reason says what was received already: only where the mapping stops is added
+            said = said[len(top):].lstrip("; ")
+        return self._failed(RuntimeError(f"returned the wrong shape: {said + ': ' if said else ''}{why} ({hint})"),
+                            self.contexts.shown_url if contexts else None)
+
+    def contexts_answer(self, obj: Any) -> str:
+        places = self.contexts.answer_places
+        return next((p for p in places if get_path(obj, p) is not None), places[0])
 
     @property
     def answers_from_contexts(self) -> bool:
         return True
 
     def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
-        """The same URL with {"question", "contexts"}: the service must answer from those contexts only."""
+        """The noise test's call (target.http.contexts: by default the same URL with {"question", "contexts"}): the
+        service must answer from those contexts only, in the order given."""
         start = time.perf_counter()
         try:
-            obj, latency = self.post(self.build_body(case.question, contexts=contexts))
-            return Answer(answer_field(obj, self.response_fields["answer"]), None, latency)
+            obj, latency = self.post(self.build_body(case.question, contexts=contexts), self.contexts.url)
         except (RuntimeError, ValueError) as exc:
-            return Answer(None, self._failed(exc), (time.perf_counter() - start) * 1000)
+            return Answer(None, self._failed(exc, self.contexts.shown_url), (time.perf_counter() - start) * 1000)
+        try:
+            return Answer(answer_field(obj, self.contexts_answer(obj)), None, latency)
+        except ValueError as exc:
+            return Answer(None, self.shape_error(obj, exc, contexts=True), latency)
 
     def _innermost(self, exc: Exception) -> str:
         """The innermost reason of a requests/urllib3 error, without the long wrapper chain: redacted, then cut."""

@@ -1,4 +1,4 @@
-"""Target: a Python function, "package.module:function", called as function(question, k)."""
+"""Target: a Python function, "package.module:function", called as function(question, k); or a retriever and an answerer."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from gate.core.errors import InputError
 from gate.core.model import Answer, GoldenCase, TargetOutput
-from gate.targets import Target, answer_field, parse_output
+from gate.targets import Beside, ShapeError, Target, output_from
+from gate.targets.shapes import ACCEPTED, DOCUMENTS, answer_of, read_documents, read_output
 
 if TYPE_CHECKING:
     from gate.config.spec import Spec
@@ -40,52 +41,97 @@ def import_callable(ref: str, paths: list[str], error: Callable[[str], InputErro
 
 
 class PythonTarget(Target):
-    kind = "python"
+    """``function(question, k)`` returning the usual shape or a framework's output (gate.targets.shapes); or
+    ``retriever(question, k)`` returning the ranked documents and ``answerer(question, documents)`` the answer."""
 
-    def __init__(self, function: Callable[..., Any], concurrency: int = 1, contexts_function: Callable[..., Any] | None = None) -> None:
+    kind = "python"
+    ask_first_alone = True  # a return value of the wrong shape stops the run after the first case
+
+    def __init__(self, function: Callable[..., Any] | None, concurrency: int = 1, contexts_function: Callable[..., Any] | None = None,
+                 *, retriever: Callable[..., Any] | None = None, answerer: Callable[..., Any] | None = None,
+                 id_key: str | None = None) -> None:
+        if (function is None) == (retriever is None):
+            raise ValueError("a python target has a function or a retriever, not both")
         self.function = function
         self.concurrency = concurrency
         self.contexts_function = contexts_function
+        self.retriever, self.answerer, self.id_key = retriever, answerer, id_key
+        self.wrong_shape: str | None = None
+        self.shape_hint: str | None = None
 
     @classmethod
     def from_spec(cls, spec: Spec) -> PythonTarget:
         cfg = spec.target["python"]  # the object form (the loader turns "module:function" into it)
         paths = [str(spec.resolve(p)) for p in cfg.get("path", ["."])]  # the spec's folder, as the schema says
-        fn = import_callable(cfg["function"], paths, lambda m: spec.error(m, "target", "python"))
-        ctx_fn = None
-        if cfg.get("contexts_function"):
-            ctx_fn = import_callable(cfg["contexts_function"], paths, lambda m: spec.error(m, "target", "python", "contexts_function"))
-        return cls(fn, int(cfg["concurrency"]), ctx_fn)
+
+        def imported(key: str) -> Callable[..., Any] | None:
+            if not cfg.get(key):
+                return None
+            return import_callable(cfg[key], paths, lambda m: spec.error(m, "target", "python", *(() if key == "function" else (key,))))
+
+        return cls(imported("function"), int(cfg["concurrency"]), imported("contexts_function"), retriever=imported("retriever"),
+                   answerer=imported("answerer"), id_key=cfg.get("id_key"))
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         start = time.perf_counter()
         try:
-            result = self.function(case.question, k)
+            if self.retriever is not None:
+                return self._ask_pair(self.retriever, case, k, start)
+            result = self.function(case.question, k)  # type: ignore[misc]
         except Exception as exc:  # the user's code failed for this case: record it, go on
             return TargetOutput.failed(case.id, f"{type(exc).__name__}: {exc}", (time.perf_counter() - start) * 1000)
         latency = (time.perf_counter() - start) * 1000
         try:
-            return parse_output(case.id, result, latency_ms=latency)
-        except ValueError as exc:
-            return TargetOutput.failed(case.id, f"unexpected return value: {exc}", latency)
+            out = read_output(case.id, result, latency_ms=latency, id_key=self.id_key)
+        except ShapeError as exc:
+            return self._wrong(case, exc, f"return one of: {ACCEPTED}", latency)
+        self.wrong_shape = None
+        return out
+
+    def _ask_pair(self, retriever: Callable[..., Any], case: GoldenCase, k: int, start: float) -> TargetOutput:
+        """retriever(question, k), then answerer(question, documents) given the documents as the retriever returned them."""
+        docs = retriever(case.question, k)
+        try:
+            retrieved = read_documents(docs, "retriever(question, k)", self.id_key)
+        except ShapeError as exc:
+            return self._wrong(case, exc, f"return a list of {DOCUMENTS}", (time.perf_counter() - start) * 1000)
+        try:
+            answer = None if self.answerer is None else self.answerer(case.question, docs)
+        except Exception as exc:  # the user's answerer failed for this case
+            return TargetOutput.failed(case.id, f"answerer: {type(exc).__name__}: {exc}", (time.perf_counter() - start) * 1000)
+        latency = (time.perf_counter() - start) * 1000
+        try:
+            out = output_from(case.id, retrieved, Beside(answer_of(answer, "answerer(question, documents)"), None, None), latency_ms=latency)
+        except ShapeError as exc:
+            return self._wrong(case, exc, "return the answer as a string (or an object holding it)", latency)
+        self.wrong_shape = None
+        return out
+
+    def _wrong(self, case: GoldenCase, exc: ShapeError, hint: str, latency: float) -> TargetOutput:
+        """A return value of the wrong shape: recorded in ``wrong_shape`` (with what to do in ``shape_hint``) and as
+        the case's error."""
+        self.wrong_shape, self.shape_hint = str(exc), exc.hint or hint
+        return TargetOutput.failed(case.id, f"returned the wrong shape: {exc}", latency)
 
     @property
     def answers_from_contexts(self) -> bool:
-        return self.contexts_function is not None
+        return self.contexts_function is not None or self.answerer is not None
 
     def answer_from(self, case: GoldenCase, contexts: list[str]) -> Answer:
-        """contexts_function(question, contexts) -> {"answer": str} (or the answer string)."""
-        if self.contexts_function is None:
+        """contexts_function(question, contexts) -> {"answer": str} (or the answer string); without one,
+        answerer(question, contexts) with the contexts as strings."""
+        fn = self.contexts_function or self.answerer
+        if fn is None:
             return Answer(None, "the python target has no contexts_function")
+        who = "" if self.contexts_function is not None else "answerer (given the contexts as strings): "
         start = time.perf_counter()
         try:
-            result = self.contexts_function(case.question, list(contexts))
+            result = fn(case.question, list(contexts))
         except Exception as exc:  # the user's code failed for this case
-            return Answer(None, f"{type(exc).__name__}: {exc}", (time.perf_counter() - start) * 1000)
+            return Answer(None, f"{who}{type(exc).__name__}: {exc}", (time.perf_counter() - start) * 1000)
         latency = (time.perf_counter() - start) * 1000
-        if isinstance(result, str):
-            return Answer(result, None, latency)
         try:
-            return Answer(answer_field(result, "answer"), None, latency)
-        except ValueError as exc:
-            return Answer(None, f"unexpected return value: {exc}", latency)
+            answer = answer_of(result, "the answer")
+        except ShapeError as exc:
+            return Answer(None, f"{who}returned the wrong shape: {exc}", latency)
+        return Answer(answer, None if answer is not None else f"{who}returned no answer", latency)

@@ -2,39 +2,53 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from gate.core.errors import InputError, InputErrors
-from gate.core.model import GoldenCase, Passage, TargetOutput
-from gate.io.golden import iter_lines, parse_line
-from gate.io.jsonparse import fast_as
-from gate.targets import Beside, Target, output_from, parse_output
+from gate.core.model import GoldenCase, TargetOutput
+from gate.io.golden import iter_lines, parse_line, read_regular_bytes
+from gate.io.jsonparse import ROW_FAST_DEPTH, depth, fast_as
+from gate.targets import Beside, ShapeError, Target, output_from
+from gate.targets.shapes import read_output
 
 MAX_LATENCY_MS = 1e9  # about 11 days: anything larger is a unit mistake (or an attack on float arithmetic)
+
+
+# What parse_output takes as it is: an empty id is an error, which parse_output words; a score beyond +-1e300 (a JSON
+# integer of 301 digits, which msgspec reads as a float) is dropped. msgspec refuses such a line, which goes that way.
+_Id = Annotated[str, msgspec.Meta(min_length=1)]
+_Score = Annotated[float, msgspec.Meta(gt=-1e300, lt=1e300)]
 
 
 class _Passage(msgspec.Struct, frozen=True, gc=False):
     """A retrieved passage of a results file, as msgspec decodes it (a Passage, like RetrievedDoc): a C struct,
     immutable, which the cyclic garbage collector does not track."""
 
-    id: str
+    id: _Id
     text: str | None = None
-    score: float | None = None
+    score: _Score | None = None
+    # a framework's serialised document (LangChain's page_content, Haystack's content): no value is of this type, so
+    # such a line is refused here and goes the dict way (gate.targets.shapes), at no cost to the others
+    page_content: UnsetType = UNSET
+    content: UnsetType = UNSET
 
 
 class _RankedId(msgspec.Struct, frozen=True, gc=False):
     """A retrieved passage whose text no stage of the run reads: the text is skipped, not decoded (a results file
     of 10,000 cases x 20 passages holds 50 MB of them)."""
 
-    id: str
-    score: float | None = None
+    id: _Id
+    score: _Score | None = None
     text: ClassVar[None] = None
+    page_content: UnsetType = UNSET
+    content: UnsetType = UNSET
 
 
 class _Line(msgspec.Struct, gc=False):
@@ -63,26 +77,86 @@ class _LineOfIds(_Line):
 
 
 _OPEN = ("noise", "usage", "cached", "system")  # the fields that hold any JSON value
-_ID, _SCORE = attrgetter("id"), attrgetter("score")
+_OPENS = attrgetter(*_OPEN)
+_NO_OPEN = (None,) * len(_OPEN)
+LINE_FIELDS = ("a results line holds id (or question), retrieved [{id, text, score}] in rank order, answer, contexts?, "
+               "latency_ms; or a framework's serialised output: {context or source_documents, answer or result}, "
+               "{response, source_nodes}, a Haystack pipeline's result")
 
 
 def _read(path: Path, lineno: int, line: str, shape: type[_Line]) -> Any:
-    """A line as a ``shape`` when it has the usual shape and the fast decoding gives exactly what ``parse_output``
-    would; else its JSON value (InputError naming the line if it is not JSON)."""
+    """A line as a ``shape`` when it has the usual shape (the fast decoding then gives exactly what ``parse_output``
+    would); else its JSON value (InputError naming the line if it is not JSON)."""
     fast = fast_as(line, shape, open_fields=_OPEN)
-    # an empty id is an error, which parse_output words; msgspec reads an integer score as a float, where parse_output
-    # drops one beyond +-1e300: such lines go parse_output's way
-    if fast is not None and all(map(_ID, fast.retrieved)) and _scores_in_range(fast.retrieved):
-        return fast
-    return parse_line(path, lineno, line)
+    return parse_line(path, lineno, line) if fast is None else fast
 
 
-def _scores_in_range(docs: Sequence[Passage]) -> bool:
-    try:  # in C: min/max over the scores, unless a score is None (TypeError)
-        return -1e300 < min(map(_SCORE, docs), default=0.0) and max(map(_SCORE, docs), default=0.0) < 1e300
-    except TypeError:
-        scores = [x for x in map(_SCORE, docs) if x is not None]
-        return not scores or (-1e300 < min(scores) and max(scores) < 1e300)
+_BOM = b"\xef\xbb\xbf"
+_WHOLE: dict[type, Callable[[bytes], list[Any]]] = {}  # one decoder per shape
+
+
+def _whole_file(raw: bytes, shape: type[_Line]) -> list[_Line] | None:
+    """Every line of a results file decoded by msgspec in one call (row i is line i + 1), each exactly as ``_read``
+    gives it line by line; None when that cannot be told for every line (the file is then read line by line, which
+    words what is wrong and where). A raw newline cannot stand inside a JSON string, and ``}`` then ``{`` only between
+    two values: a file whose every newline stands between ``}`` and ``{`` (or ends it) holds a value on each line."""
+    lines = _one_value_a_line(raw)
+    if lines is None or raw.startswith(_BOM) or not _utf8(raw):  # msgspec does not check the UTF-8 of what it skips
+        return None
+    decode = _WHOLE.get(shape)
+    if decode is None:
+        decode = _WHOLE[shape] = msgspec.json.Decoder(shape).decode_lines
+    try:
+        rows: list[_Line] = decode(raw)
+    except (ValueError, RecursionError):
+        return None
+    if len(rows) != lines:
+        return None
+    for opens in map(_OPENS, rows):
+        if opens != _NO_OPEN and any(map(_deep, opens)):
+            return None
+    return rows
+
+
+def _one_value_a_line(raw: bytes) -> int | None:
+    """How many lines ``raw`` holds when each newline (LF, or CRLF throughout: line by line, a lone CR ends a line
+    too) stands between ``}`` and ``{`` or ends the file; None otherwise."""
+    crlf = b"\r" in raw
+    find, at, lines = raw.find, raw.find(b"\n"), 0
+    while at >= 0:
+        close = at - 2 if crlf else at - 1
+        if close < 0 or raw[close] != 125 or (crlf and raw[at - 1] != 13) or raw[at + 1: at + 2] not in (b"{", b""):
+            return None
+        lines += 1
+        at = find(b"\n", at + 1)
+    if crlf and raw.count(b"\r") != lines:  # a CR that does not end a line
+        return None
+    return lines + 1 if raw and raw[-1] != 10 else lines
+
+
+def _deep(value: Any) -> bool:
+    """``fast_as``'s rule for an open field: nested too deep for the fast path (the line is one level more)."""
+    return isinstance(value, (dict, list)) and depth(value, ROW_FAST_DEPTH) >= ROW_FAST_DEPTH
+
+
+def _utf8(raw: bytes) -> bool:
+    if raw.isascii():
+        return True
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _rows(path: Path, shape: type[_Line]) -> Iterable[tuple[int, Any]]:
+    """(line number, the line as ``_read`` gives it) of every non-blank line: decoded in one call when it can be
+    (``_whole_file``), else line by line."""
+    raw = read_regular_bytes(path)
+    rows = _whole_file(raw, shape)
+    if rows is not None:
+        return enumerate(rows, 1)
+    return ((lineno, _read(path, lineno, line, shape)) for lineno, line in iter_lines(path, raw))
 
 
 @dataclass
@@ -106,8 +180,7 @@ def read_results(path: Path, cases: Sequence[GoldenCase], texts: bool = True) ->
     errors: list[InputError] = []
     seen: dict[str, int] = {}
     shape = _Line if texts else _LineOfIds
-    for lineno, line in iter_lines(path):
-        row = _read(path, lineno, line, shape)
+    for lineno, row in _rows(path, shape):
         readable = isinstance(row, (dict, _Line))
         case_id = row.get("id") if readable else None
         if case_id is None and readable and isinstance(row.get("question"), str):
@@ -149,7 +222,9 @@ def _read_row(results: Results, case_id: str, row: Any, lineno: int) -> list[Inp
             beside = Beside(row.answer, row.contexts, row.usage, row.cached, row.system)
             results.outputs[case_id] = output_from(case_id, row.retrieved, beside, latency_ms=latency)
         else:
-            results.outputs[case_id] = parse_output(case_id, row, latency_ms=latency)
+            results.outputs[case_id] = read_output(case_id, row, latency_ms=latency)
+    except ShapeError as exc:
+        errors.append(InputError(f"the line has the wrong shape: {exc}", file=str(path), line=lineno, hint=exc.hint or LINE_FIELDS))
     except ValueError as exc:
         errors.append(InputError(str(exc), file=str(path), line=lineno))
     noise = row.get("noise")

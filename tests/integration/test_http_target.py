@@ -406,25 +406,33 @@ def test_unknown_question_gets_the_servers_404() -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "response_cfg", "needle"),
+    ("body", "response_cfg", "needle", "received", "field"),
     [
-        ({"retrieved": {"id": "d1"}, "answer": "x"}, {}, "'retrieved' must be a list, got dict"),
-        ({"retrieved": "d1 d2"}, {}, "'retrieved' must be a list, got str"),
-        ({"answer": "x"}, {}, "no 'retrieved' field"),
-        ([{"id": "d1"}], {}, "expected a JSON object, got list"),
-        ({"retrieved": [{"text": "no id"}]}, {}, "retrieved[0].id must be a non-empty string"),
-        ({"retrieved": [{"id": "d1"}], "answer": 42}, {}, "'answer' must be a string"),
-        ({"retrieved": [{"id": "d1"}], "contexts": "one"}, {}, "'contexts' must be a list of strings"),
-        ({"data": {"items": []}}, {"retrieved": "data.docs"}, "no 'data.docs' field"),
+        ({"retrieved": {"id": "d1"}, "answer": "x"}, {}, "'retrieved' must be a list, got dict", "keys 'retrieved', 'answer'",
+         "retrieved"),
+        ({"retrieved": "d1 d2"}, {}, "'retrieved' must be a list, got str", "key 'retrieved'", "retrieved"),
+        ({"answer": "x"}, {}, "'retrieved'", "an object with key 'answer'", "retrieved"),
+        ([{"id": "d1"}], {}, "list", "a list", "retrieved"),
+        ({"retrieved": [{"text": "no id"}]}, {}, "retrieved[0].id", "key 'retrieved'", "id"),
+        ({"retrieved": [{"id": "d1"}], "answer": 42}, {}, "'answer' must be a string", "keys 'retrieved', 'answer'", "answer"),
+        ({"retrieved": [{"id": "d1"}], "contexts": "one"}, {}, "'contexts' must be a list of strings", "keys 'retrieved', 'contexts'",
+         "contexts"),
+        ({"data": {"items": []}}, {"retrieved": "data.docs"}, "'data.docs'", "'data' holds an object with key 'items'",
+         "retrieved"),
     ],
 )
-def test_wrong_shape_errors_name_the_field(body: Any, response_cfg: dict[str, str], needle: str) -> None:
+def test_wrong_shape_errors_name_what_was_received_and_the_mapping(body: Any, response_cfg: dict[str, str], needle: str,
+                                                                   received: str, field: str) -> None:
     sleeps = Sleeps()
     with RagServer(script={Q: reply(body)}) as srv:
-        out = target(srv, sleeps, response=response_cfg).ask(case(Q), k=5)
+        t = target(srv, sleeps, response=response_cfg)
+        out = t.ask(case(Q), k=5)
         assert srv.attempts(Q) == 1
     assert sleeps.calls == []
     assert out.error is not None and needle in out.error, out.error
+    assert t.wrong_shape == out.error and reason(out.error).startswith("returned the wrong shape: ")
+    assert received in out.error and f"(set target.http.response.{field} to where {field} is, e.g. `response: {{{field}: " in out.error
+    assert t.unreachable is None
 
 
 # --- concurrency -------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from gate.cli.parser import build_parser
 
 COMMANDS = [["run"], ["merge", "p.json"], ["validate"], ["plan"], ["baseline", "update", "--report", "r.json"],
             ["history", "record", "--report", "r.json"], ["golden", "check"],
-            ["golden", "generate", "--corpus", "c.jsonl", "--n", "1", "--out", "o.jsonl"], ["cache", "merge", "c.sqlite"]]
+            ["golden", "generate", "--corpus", "c.jsonl", "--n", "1", "--out", "o.jsonl"], ["cache", "merge", "c.sqlite"],
+            ["golden", "export", "--format", "ragas", "--out", "o.jsonl"]]
 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a[:2]))

@@ -1,0 +1,376 @@
+"""Golden cases from the datasets teams already hold, and golden cases back to them: pure conversions.
+
+In: RAGAS samples (``user_input``, ``reference``, ``reference_contexts``, ``reference_context_ids``), DeepEval goldens
+(``input``, ``expected_output``, ``context``, ``name``, ``additional_metadata``), TREC topics with their qrels, and a
+spreadsheet's rows through a column mapping. Each row becomes a golden row or the sentence saying why it is dropped;
+``finish`` gives rows without an id the golden set's own derived id, makes repeated ids unique and checks every row
+as the golden set's loader does, so what is written loads. Out: RAGAS samples and DeepEval goldens on the fields the
+format has (what it has no place for is counted by ``not_carried``). Reading the files is gate.io.goldenformats's job.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gate.core.answers import CHECK_KEYS
+from gate.core.cases import FIELDS, parse_case
+from gate.core.errors import InputError
+from gate.core.model import GoldenCase
+
+IMPORTS = ("ragas", "deepeval", "trec", "csv")
+EXPORTS = ("ragas", "deepeval")
+DEEPEVAL_DELIMITER = "|"  # how DeepEval's JSONL and CSV files join a golden's contexts into one string
+DEEPEVAL_BLOCK = "rag_gate"  # additional_metadata's key for the golden fields DeepEval has no place for
+NOT_LABELS = {"ragas": ("retrieved_contexts", "retrieved_context_ids", "response", "multi_responses", "rubrics"),
+              "deepeval": ("actual_output", "retrieval_context", "tools_called", "expected_tools", "comments")}
+RAGAS_METADATA = ("synthesizer_name", "persona_name", "query_style", "query_length")
+CSV_FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "relevant_texts", "type", "tags", "category",
+              "question_type", "expected_keywords", "paraphrases")
+LIST_FIELDS = frozenset({"relevant_doc_ids", "relevant_texts", "tags", "expected_keywords", "paraphrases"})
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One row of an input file: where it is ("ragas.jsonl:3", "goldens.json: item 2") and its parsed value."""
+
+    where: str
+    value: Any
+
+
+@dataclass(slots=True)
+class Imported:
+    """The golden rows to write, in input order, and what happened on the way."""
+
+    rows: list[Row] = field(default_factory=list)
+    dropped: list[tuple[str, str]] = field(default_factory=list)  # (where, why)
+    derived: int = 0  # ids derived from the question
+    renamed: list[tuple[str, str, str, str]] = field(default_factory=list)  # (where, id, the unique id written, why)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+
+
+def _text(value: Any) -> str | None:
+    """A non-blank string, or None."""
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _listed(value: Any, name: str, split: str | None = None) -> list[str] | str:
+    """A list of non-empty strings from a list, a list written as text (RAGAS's CSV writes Python's form of it, a
+    JSON list is read too) or one string (split on ``split`` when given); the sentence saying what is wrong
+    otherwise. None and blanks give an empty list; numbers in a list (ids) are taken as their text."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        if not text.startswith("["):
+            return [p.strip() for p in text.split(split) if p.strip()] if split else [text]
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return f"{name!r} looks like a list but is neither JSON nor Python's list of strings: {text[:60]!r}"
+    if not isinstance(value, list):
+        return f"{name!r} must be a list of strings, got {_kind(value)}"
+    out: list[str] = []
+    for item in value:
+        if isinstance(item, int) and not isinstance(item, bool):
+            item = str(item)
+        if not isinstance(item, str):
+            return f"{name!r} must be a list of strings, got {_kind(item)} in it"
+        if item.strip():
+            out.append(item)
+    return out
+
+
+def _object(value: Any, name: str) -> dict[str, Any] | str:
+    """An object, from itself or from its JSON text (DeepEval's CSV writes additional_metadata so); {} for None."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return f"{name!r} must be a JSON object, got the text {value[:60]!r}"
+    return value if isinstance(value, dict) else f"{name!r} must be an object, got {_kind(value)}"
+
+
+def _question_type(synthesizer: Any) -> str | None:
+    """RAGAS's test set synthesizers (single_hop_specific_query_synthesizer, multi_hop_abstract_...) as a question type."""
+    if not isinstance(synthesizer, str):
+        return None
+    return "simple" if synthesizer.startswith("single_hop") else "multi_context" if synthesizer.startswith("multi_hop") else None
+
+
+def from_ragas(value: Any) -> Row | str:
+    """A golden row from one RAGAS sample (EvaluationDataset.to_list's dict, a line of to_jsonl, a row of to_csv, or a
+    Testset's with its synthesizer_name), or why it cannot be one."""
+    if not isinstance(value, dict):
+        return f"a RAGAS sample must be an object, got {_kind(value)}"
+    question = value.get("user_input")
+    if isinstance(question, list):
+        return "a multi-turn sample (user_input is a conversation): a golden case is one question"
+    if _text(question) is None:
+        return "no question: 'user_input' is missing or empty"
+    row: Row = {"question": question}
+    if value.get("reference") is not None and not isinstance(value["reference"], str):
+        return f"'reference' must be a string, got {_kind(value['reference'])}"
+    if _text(value.get("reference")):
+        row["ground_truth"] = value["reference"]
+    ids = _listed(value.get("reference_context_ids"), "reference_context_ids")
+    texts = _listed(value.get("reference_contexts"), "reference_contexts")
+    for got in (ids, texts):
+        if isinstance(got, str):
+            return got
+    if not ids and not texts:
+        return "no 'reference_contexts' nor 'reference_context_ids': an answerable case needs its relevant passages or ids"
+    if ids:
+        row["relevant_doc_ids"] = list(dict.fromkeys(ids))
+    if texts:
+        row["relevant_texts"] = texts
+    qtype = _question_type(value.get("synthesizer_name"))
+    if qtype:
+        row["question_type"] = qtype
+    meta = {k: value[k] for k in RAGAS_METADATA if value.get(k) not in (None, "")}
+    if meta:
+        row["metadata"] = meta
+    return row
+
+
+def from_deepeval(value: Any) -> Row | str:
+    """A golden row from one DeepEval golden (as EvaluationDataset.save_as writes it: JSON, JSONL or a CSV row), or
+    why it cannot be one. ``name`` is the id; ``context`` (the ideal contexts) the relevant texts; the golden fields
+    DeepEval has no place for are read from ``additional_metadata.rag_gate``, its other keys go to metadata."""
+    if not isinstance(value, dict):
+        return f"a DeepEval golden must be an object, got {_kind(value)}"
+    if value.get("scenario") or value.get("turns"):
+        return "a conversational golden (scenario and turns): a golden case is one question"
+    if _text(value.get("input")) is None:
+        return "no question: 'input' is missing or empty"
+    extra = _object(value.get("additional_metadata"), "additional_metadata")
+    if isinstance(extra, str):
+        return extra
+    extra = dict(extra)
+    block = _object(extra.pop(DEEPEVAL_BLOCK, None), f"additional_metadata.{DEEPEVAL_BLOCK}")
+    if isinstance(block, str):
+        return block
+    unknown = sorted(set(block) - set(FIELDS) - {"id", "question", "ground_truth", "relevant_texts"})
+    if unknown:
+        return f"unknown field {unknown[0]!r} in additional_metadata.{DEEPEVAL_BLOCK} (fields: {', '.join(FIELDS)})"
+    row: Row = {}
+    if _text(value.get("name")):
+        row["id"] = value["name"]
+    row["question"] = value["input"]
+    if value.get("expected_output") is not None and not isinstance(value["expected_output"], str):
+        return f"'expected_output' must be a string, got {_kind(value['expected_output'])}"
+    if _text(value.get("expected_output")):
+        row["ground_truth"] = value["expected_output"]
+    texts = _listed(value.get("context"), "context", DEEPEVAL_DELIMITER)
+    if isinstance(texts, str):
+        return texts
+    if texts:
+        row["relevant_texts"] = texts
+    row.update({k: v for k, v in block.items() if k not in ("id", "question", "ground_truth", "relevant_texts", "metadata")})
+    meta = {**extra, **(block["metadata"] if isinstance(block.get("metadata"), dict) else {})}
+    if "metadata" in block and not isinstance(block["metadata"], dict):
+        return f"'additional_metadata.{DEEPEVAL_BLOCK}.metadata' must be an object"
+    if meta:
+        row["metadata"] = meta
+    if row.get("type", "answerable") == "answerable" and not texts and not row.get("relevant_doc_ids"):
+        return ("no 'context' (the ideal contexts) nor additional_metadata.rag_gate.relevant_doc_ids: an answerable case "
+                "needs its relevant passages or ids")
+    return row
+
+
+def parse_mapping(text: str | None, header: Sequence[str], where: str) -> dict[str, str]:
+    """``--map question=Question,ground_truth=Expected,metadata.owner=Owner`` as {field: column}; without it, the
+    header's columns named as golden fields. InputError naming --map, or the file's header, otherwise."""
+    if text is None:
+        mapping = {c: c for c in header if c in CSV_FIELDS}
+    else:
+        mapping = {}
+        for item in text.split(","):
+            name, sep, column = (p.strip() for p in item.partition("="))
+            if not sep or not name or not column:
+                raise InputError(f"must be FIELD=COLUMN pairs, comma-separated (question=Question,ground_truth=Expected), "
+                                 f"got {item!r}", key="--map")
+            if name not in CSV_FIELDS and not (name.startswith("metadata.") and len(name) > len("metadata.")):
+                raise InputError(f"{name!r} is no golden field that a column can fill (fields: {', '.join(CSV_FIELDS)}, "
+                                 "or metadata.NAME)", key="--map")
+            mapping[name] = column
+        missing = [c for c in mapping.values() if c not in header]
+        if missing:
+            raise InputError(f"--map names the column {missing[0]!r}, which the header does not have (its columns: "
+                             f"{', '.join(repr(c) for c in header)})", file=where, line=1)
+    if "question" not in mapping:
+        raise InputError(f"no column gives the question (the header's columns: {', '.join(repr(c) for c in header)})",
+                         file=where, line=1, hint="map one: --map question=COLUMN (and ground_truth=, relevant_doc_ids=...)")
+    return mapping
+
+
+def from_cells(cells: Mapping[str, str], mapping: Mapping[str, str], sep: str) -> Row | str:
+    """A golden row from one spreadsheet row ({column: cell}) through ``mapping`` ({field: column}); list fields are
+    split on ``sep``. Blank cells are absent fields."""
+    if not any(c.strip() for c in cells.values()):
+        return "an empty row"
+    row: Row = {}
+    meta: dict[str, str] = {}
+    for name, column in mapping.items():
+        cell = (cells.get(column) or "").strip()
+        if not cell:
+            continue
+        if name.startswith("metadata."):
+            meta[name[len("metadata."):]] = cell
+        elif name in LIST_FIELDS:
+            row[name] = list(dict.fromkeys(p.strip() for p in cell.split(sep) if p.strip()))
+        else:
+            row[name] = cell
+    if "question" not in row:
+        return f"no question: the column {mapping['question']!r} is empty"
+    if meta:
+        row["metadata"] = meta
+    return row
+
+
+def finish(candidates: Iterable[tuple[str, Row | str]]) -> Imported:
+    """The rows checked as the golden set's loader checks them, ids derived where absent (gate.core.cases.derive_id)
+    and made unique (``-2``, ``-3``... after the first); every row that cannot be a case dropped with its reason."""
+    out = Imported()
+    seen: dict[str, tuple[str, str]] = {}  # id -> where it was first, its question
+    for where, row in candidates:
+        if isinstance(row, str):
+            out.dropped.append((where, row))
+            continue
+        parsed = parse_case(row)
+        if isinstance(parsed, str):
+            out.dropped.append((where, parsed))
+            continue
+        if row.get("id") is None:
+            out.derived += 1
+        case_id = parsed.id
+        if case_id in seen:
+            first, question = seen[case_id]
+            n = 2
+            while f"{case_id}-{n}" in seen:
+                n += 1
+            why = f"the same question as {first}" if question == parsed.question else f"the id of {first}"
+            out.renamed.append((where, case_id, f"{case_id}-{n}", why))
+            case_id = f"{case_id}-{n}"
+        seen[case_id] = (where, parsed.question)
+        out.rows.append({"id": case_id, **{k: row[k] for k in FIELDS if k in row and k != "id"}})
+    return out
+
+
+def golden_row(case: GoldenCase) -> Row:
+    """A case as its line of the golden set: the fields it sets, none of the defaults."""
+    row: Row = {"id": case.id, "question": case.question}
+    if case.ground_truth is not None:
+        row["ground_truth"] = case.ground_truth
+    if case.relevant:
+        graded = any(g != 1 for g in case.relevant.values())
+        row["relevant_doc_ids"] = dict(case.relevant) if graded else list(case.relevant)
+    optional: dict[str, Any] = {
+        "relevant_texts": list(case.relevant_texts), "type": case.type if case.type != "answerable" else None,
+        "tags": list(case.tags), "category": case.category, "question_type": case.question_type,
+        "expected_keywords": list(case.expected_keywords), "paraphrases": list(case.paraphrases),
+        "checks": _checks(case), "metadata": dict(case.metadata)}
+    row.update({k: v for k, v in optional.items() if v})
+    return row
+
+
+def _checks(case: GoldenCase) -> dict[str, Any] | None:
+    if not case.checks:
+        return None
+    values = {k: getattr(case.checks, k) for k in CHECK_KEYS}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items() if v not in (None, ())}
+
+
+def to_ragas(case: GoldenCase) -> Row:
+    """A case as a RAGAS SingleTurnSample's dict (what EvaluationDataset.to_list writes: no None values)."""
+    sample: Row = {"user_input": case.question}
+    if case.relevant_texts:
+        sample["reference_contexts"] = list(case.relevant_texts)
+    if case.relevant:
+        sample["reference_context_ids"] = list(case.relevant)
+    if case.ground_truth is not None:
+        sample["reference"] = case.ground_truth
+    return sample
+
+
+def to_deepeval(case: GoldenCase) -> Row:
+    """A case as a DeepEval golden (the keys EvaluationDataset.save_as writes): the id as ``name``, the relevant texts
+    as ``context``, the golden fields DeepEval has no place for under ``additional_metadata.rag_gate``."""
+    row = golden_row(case)
+    block = {k: v for k, v in row.items() if k not in ("id", "question", "ground_truth", "relevant_texts")}
+    return {"input": case.question, "expected_output": case.ground_truth,
+            "context": list(case.relevant_texts) or None, "name": case.id,
+            "additional_metadata": {DEEPEVAL_BLOCK: block} if block else None}
+
+
+def not_carried(cases: Sequence[GoldenCase], fmt: str) -> dict[str, int]:
+    """What ``fmt`` has no place for: {field: how many of the cases set it}. RAGAS samples hold the question, the
+    reference, the reference contexts and their ids only; DeepEval carries every field."""
+    if fmt != "ragas":
+        return {}
+    lost = ("id", "type", "tags", "category", "question_type", "expected_keywords", "checks", "paraphrases", "metadata")
+    counts = {k: sum(1 for c in cases if k in golden_row(c)) for k in lost}
+    counts["relevance grades"] = sum(1 for c in cases if any(g != 1 for g in c.relevant.values()))
+    return {k: n for k, n in counts.items() if n}
+
+
+@dataclass(frozen=True, slots=True)
+class Qrel:
+    """One judgement of a qrels file: topic ``qid`` has document ``doc`` at ``grade`` (0 or less: not relevant)."""
+
+    where: str
+    qid: str
+    doc: str
+    grade: int
+
+
+def from_trec(topics: Sequence[Record], qrels: Sequence[Qrel]) -> tuple[list[tuple[str, Row | str]], list[str]]:
+    """Golden rows from TREC topics (each Record's value: {"id", "question", "metadata"}, or the sentence saying why
+    it is none) and their qrels: a topic's documents of grade >= 1 are its relevant ids (graded when some grade in
+    the qrels is above 1, else a list); a topic with none is dropped, and so are the qrels of a topic the topics do
+    not hold (said once a topic). Also the notes: judgements repeated (the highest grade kept)."""
+    known = {t.value["id"] for t in topics if isinstance(t.value, dict)}
+    judged: dict[str, dict[str, int]] = {}
+    strays: dict[str, list[str]] = {}
+    repeated = 0
+    for q in qrels:
+        if q.qid not in known:
+            strays.setdefault(q.qid, []).append(q.where)
+            continue
+        docs = judged.setdefault(q.qid, {})
+        if q.doc in docs:
+            repeated += 1
+        docs[q.doc] = max(q.grade, docs.get(q.doc, q.grade))
+    graded = any(g > 1 for docs in judged.values() for g in docs.values())
+    out: list[tuple[str, Row | str]] = []
+    for t in topics:
+        if not isinstance(t.value, dict):
+            out.append((t.where, str(t.value)))
+            continue
+        relevant = {d: g for d, g in judged.get(t.value["id"], {}).items() if g >= 1}
+        if not relevant:
+            zero = len(judged.get(t.value["id"], {}))
+            why = f"only grade-0 judgements ({zero})" if zero else "no judgement"
+            out.append((t.where, f"topic {t.value['id']} has {why} in the qrels: an answerable case needs a relevant document"))
+            continue
+        out.append((t.where, {**t.value, "relevant_doc_ids": relevant if graded else list(relevant)}))
+    for qid, wheres in strays.items():
+        more = f" (and {len(wheres) - 1} more line(s))" if len(wheres) > 1 else ""
+        out.append((wheres[0] + more, f"a judgement for topic {qid}, which the topics do not hold"))
+    notes = [f"{repeated} judgement(s) repeated in the qrels: the highest grade kept"] if repeated else []
+    return out, notes

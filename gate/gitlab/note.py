@@ -1,0 +1,72 @@
+"""``rag-gate gitlab note``: a run's report posted as one merge request note, edited in place on the next run.
+
+Where: GitLab CI's predefined variables (``CI_API_V4_URL``, ``CI_PROJECT_ID``, ``CI_MERGE_REQUEST_IID``, the last set
+only in a merge request pipeline), each of which an option can give instead (another CI posting to GitLab). The token:
+the environment variable the caller names (``GITLAB_TOKEN`` by default), never an argument (it would show in the
+process list and the job log). The body: the report's PR comment made safe for GitLab (gate.render.gitlab), found
+again by its hidden marker; only a note of the token's own user is ever edited.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from gate.core.errors import InputError
+from gate.gitlab import TOKEN_HINT
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class NoteTarget:
+    """Where the note goes, and with what token: api_url, project, iid (None: not a merge request pipeline)."""
+
+    api_url: str
+    project: str
+    iid: int | None
+    token: str
+    auth: str
+
+
+def note_target(env: Mapping[str, str], *, token_env: str, auth: str, api_url: str | None = None, project: str | None = None,
+                iid: str | None = None) -> NoteTarget:
+    """The note's target from the options, else the environment; InputError naming the variable that is missing or
+    malformed. No merge request (iid None) is no error: the caller says so and posts nothing."""
+    raw_iid = (iid if iid is not None else env.get("CI_MERGE_REQUEST_IID", "")).strip()
+    if raw_iid and not raw_iid.isdigit():
+        raise InputError(f"must be a merge request's number (IID), got {raw_iid[:40]!r}", key="--merge-request" if iid else "CI_MERGE_REQUEST_IID")
+    if not raw_iid:
+        return NoteTarget("", "", None, "", auth)
+    if not NAME.fullmatch(token_env):
+        raise InputError(f"must be an environment variable's name, got {token_env[:60]!r}", key="--token-env")
+    url = (api_url or env.get("CI_API_V4_URL", "")).strip()
+    proj = (project or env.get("CI_PROJECT_ID", "")).strip()
+    if not url:
+        raise InputError("is not set: the GitLab API's root URL (GitLab CI sets it; elsewhere pass --api-url)", key="CI_API_V4_URL")
+    if not proj:
+        raise InputError("is not set: the project's id or path (GitLab CI sets it; elsewhere pass --project)", key="CI_PROJECT_ID")
+    token = env.get(token_env, "")
+    if not token.strip():
+        raise InputError(f"is not set or empty: the token rag-gate posts the note with ({TOKEN_HINT})", key=token_env,
+                         hint=f"add {token_env} as a masked CI/CD variable, or name another with --token-env")
+    return NoteTarget(url, proj, int(raw_iid), token.strip(), auth)
+
+
+def post_note(report_path: Path, target: NoteTarget, job_url: str | None = None) -> str:
+    """Create or edit the merge request note from the report at ``report_path``; what happened, in words."""
+    from gate.gitlab.client import GitLabClient
+    from gate.io.reports import read_report
+    from gate.render.gitlab import render_note
+    from gate.render.markdown import marker
+
+    if target.iid is None:
+        return "not a merge request pipeline (no CI_MERGE_REQUEST_IID): no note posted"
+    report = read_report(report_path, allow_error=True)  # a run that could not complete is worth a note too
+    mark = marker(report["run"].get("comment_id") or "default")
+    body = render_note(report, job_url)
+    with GitLabClient(target.api_url, target.token, target.project, auth=target.auth) as client:
+        note_id, what = client.upsert_note(target.iid, body, mark)
+    return f"note {what} on merge request !{target.iid} (note {note_id})"

@@ -1,0 +1,252 @@
+"""The frameworks' own objects, read by their attributes and keys (no framework is imported here).
+
+What a Python target's function (or retriever and answerer) returns, and what a results line holds, when it is not
+the usual ``{retrieved: [{id, text, score}], answer, contexts?}``:
+
+    documents   LangChain Document (page_content, metadata, id); LlamaIndex NodeWithScore (node, score) or a node
+                (node_id, text); Haystack Document (id, content, score, meta); and their serialised forms:
+                {page_content, metadata, id?}, LangChain's dumpd {lc: 1, type: constructor, kwargs: {...}},
+                {node: {id_, text, metadata}, score}, {id, content, score, meta?}
+    outputs     a chain's output {context | source_documents: [documents], answer | result}; a LlamaIndex Response
+                (response, source_nodes) or {response, source_nodes}; a Haystack pipeline's result {component:
+                {documents}, component: {replies} | {answers: [GeneratedAnswer]}}; an (answer, documents) pair; a
+                list of documents (retrieval only)
+
+A document's id is its own (Document.id, the node's id, Haystack's id), else ``metadata["id"]``; with ``id_key``,
+``metadata[id_key]`` (``meta`` for Haystack) and nothing else. Its score: the object's, or a LangChain Document's
+``metadata["score"]``. Each reads exactly as the dict of the usual shape with the same id, text and score.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, NamedTuple
+
+from gate.core.model import RetrievedDoc, TargetOutput
+from gate.targets import DEFAULT_FIELDS, FRAMEWORK_KEYS, Beside, ShapeError, get_path, output_from, parse_output, received
+
+ACCEPTED = ("{retrieved: [{id, text, score}], answer}, a chain's output {context or source_documents, answer or result}, "
+            "a LlamaIndex Response, a Haystack pipeline's result, (answer, documents), or a list of documents "
+            "(LangChain, LlamaIndex or Haystack documents, or {id, text, score})")
+DOCUMENTS = "LangChain, LlamaIndex or Haystack documents, {id, text, score} objects or id strings"
+ID_HINT = "set target.python.id_key to the metadata key that holds the ids your golden set's relevant_doc_ids name"
+
+
+class Parts(NamedTuple):
+    """A document as read, before its id is chosen."""
+
+    kind: str  # what it is, in words
+    own_id: Any  # the document's own id (None: it has none)
+    text: Any
+    score: Any
+    meta: Any  # its metadata (a dict, else None)
+
+
+def read_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS, latency_ms: float | None = None, *,
+                id_key: str | None = None, hint: str | None = None) -> TargetOutput:
+    """``parse_output`` for the usual shape (its retrieved items may be framework documents); else a framework's
+    output, read as the usual shape would read it. ShapeError naming what was received, with ``hint`` (what to
+    return or set) where the shape is not one of these."""
+    document = partial(read_document, id_key=id_key)
+    if type(obj) is dict and get_path(obj, fields["retrieved"]) is not None:  # the usual shape, as parse_output reads it
+        return _hinted(parse_output, hint, case_id, obj, fields, latency_ms, document=document)
+    found = framework_output(obj)
+    if found is None and type(obj) is dict:
+        return _hinted(parse_output, hint, case_id, obj, fields, latency_ms)  # raises, naming what was received
+    if found is None:
+        raise ShapeError(f"got {received(obj)}, which is none of the accepted shapes", hint=hint)
+    items, answer, where = found
+    retrieved = _hinted(read_documents, hint, items, where, id_key)
+    return _hinted(output_from, hint, case_id, retrieved, Beside(_hinted(answer_text, hint, answer, "the answer"), None, None),
+                   latency_ms=latency_ms)
+
+
+def _hinted(fn: Callable[..., Any], hint: str | None, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, its ShapeError given ``hint`` when it has none."""
+    try:
+        return fn(*args, **kwargs)
+    except ShapeError as exc:
+        if exc.hint is None and hint is not None:
+            exc.hint = hint
+        raise
+
+
+def read_documents(items: Any, where: str, id_key: str | None = None) -> list[RetrievedDoc]:
+    """A ranked list of documents of any accepted shape (bare id strings too)."""
+    if not isinstance(items, (list, tuple)):
+        raise ShapeError(f"{where} must be a list of documents, got {received(items)}")
+    return [RetrievedDoc(item) if type(item) is str else read_document(item, f"{where}[{i}]", id_key) for i, item in enumerate(items)]
+
+
+def read_document(item: Any, where: str, id_key: str | None = None) -> RetrievedDoc:
+    """One retrieved document of any accepted shape; ShapeError naming ``where`` and what it is otherwise."""
+    if type(item) is dict and _is_id(item.get("id")) and (item.get("text") is not None or item.keys().isdisjoint(FRAMEWORK_KEYS)):
+        text = item.get("text")  # the usual shape, read as parse_output reads it
+        return RetrievedDoc(str(item["id"]), text if type(text) is str else None, _score(item.get("score")))
+    parts = _dict_parts(item, id_key) if type(item) is dict else _object_parts(item)
+    if parts is None:
+        raise ShapeError(f"{where} is not a document (an object with 'id', 'text', 'score', or a LangChain, LlamaIndex or "
+                         f"Haystack document): got {received(item)}")
+    return RetrievedDoc(_doc_id(parts, where, id_key), parts.text if type(parts.text) is str else None, _score(parts.score))
+
+
+def _object_parts(obj: Any) -> Parts | None:
+    """A framework's document object by its attributes."""
+    if isinstance(getattr(obj, "page_content", None), str):  # LangChain Document
+        meta = getattr(obj, "metadata", None)
+        return Parts("a LangChain Document", getattr(obj, "id", None), obj.page_content,
+                     meta.get("score") if isinstance(meta, Mapping) else None, meta)
+    node = getattr(obj, "node", None)
+    if node is not None and hasattr(obj, "score"):  # LlamaIndex NodeWithScore
+        parts = _node_parts(node)
+        return parts._replace(kind="a LlamaIndex NodeWithScore", score=obj.score) if parts else None
+    parts = _node_parts(obj)
+    if parts is not None:
+        return parts
+    if hasattr(obj, "content") and hasattr(obj, "meta"):  # Haystack Document
+        return Parts("a Haystack Document", getattr(obj, "id", None), obj.content, getattr(obj, "score", None), obj.meta)
+    return None
+
+
+def _node_parts(node: Any) -> Parts | None:
+    """A LlamaIndex node (TextNode): node_id or id_, its text (else get_content()), its metadata."""
+    own_id = getattr(node, "node_id", None) or getattr(node, "id_", None)
+    if own_id is None:
+        return None
+    text = getattr(node, "text", None)
+    if not isinstance(text, str) and callable(getattr(node, "get_content", None)):
+        text = node.get_content()
+    return Parts("a LlamaIndex node", own_id, text, None, getattr(node, "metadata", None))
+
+
+def _dict_parts(d: dict[str, Any], id_key: str | None) -> Parts | None:
+    """A framework's document as JSON (or as a dict a user built)."""
+    if "page_content" in d:  # LangChain's Document as model_dump / JSON gives it
+        meta = d.get("metadata")
+        return Parts("a LangChain document", d.get("id"), d["page_content"], meta.get("score") if type(meta) is dict else None, meta)
+    kwargs = d.get("kwargs")
+    if d.get("lc") == 1 and d.get("type") == "constructor" and type(kwargs) is dict and "page_content" in kwargs:
+        return _dict_parts(kwargs, id_key)  # LangChain's dumpd form
+    node = d.get("node")
+    if type(node) is dict:  # LlamaIndex's NodeWithScore as model_dump gives it
+        return Parts("a LlamaIndex node", node.get("id_", node.get("node_id")), node.get("text"), d.get("score"), node.get("metadata"))
+    if "content" in d:  # Haystack's Document: meta nested (to_dict(flatten=False)) or its keys beside the others
+        meta = d.get("meta")
+        return Parts("a Haystack document", d.get("id"), d["content"], d.get("score"), meta if type(meta) is dict else d)
+    meta = d.get("metadata", d.get("meta"))
+    if id_key is not None and type(meta) is dict:  # the usual fields, the id in the metadata
+        return Parts("a document", None, d.get("text"), d.get("score"), meta)
+    return None
+
+
+def _doc_id(parts: Parts, where: str, id_key: str | None) -> str:
+    """The id a document is scored by: ``meta[id_key]`` when id_key is set; else its own id, else ``meta["id"]``."""
+    meta = parts.meta if isinstance(parts.meta, Mapping) else {}
+    if id_key is not None:
+        value, said = meta.get(id_key), f"its metadata has no {id_key!r} (target.python.id_key)"
+    else:
+        value, said = parts.own_id, "it has no id and its metadata no 'id'"
+        if not _is_id(value):
+            value = meta.get("id")
+    if type(value) is int:
+        return str(value)
+    if not _is_id(value):
+        keys = f"; metadata: {received(dict(meta))}" if meta else "; no metadata"
+        raise ShapeError(f"{where} ({parts.kind}): {said}{keys}", hint=ID_HINT)
+    return str(value)
+
+
+def _is_id(value: Any) -> bool:
+    return (type(value) is str and bool(value)) or type(value) is int
+
+
+def _score(x: Any) -> float | None:
+    """A score as the usual shape reads it (a float; an integer within +-1e300); a number of another type (numpy's)
+    as the float it is, when finite."""
+    if type(x) is float:
+        return x
+    if type(x) is int:
+        return float(x) if -1e300 < x < 1e300 else None
+    if x is None or isinstance(x, (bool, str, bytes)) or not hasattr(x, "__float__"):
+        return None
+    try:
+        f = float(x)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def answer_text(answer: Any, where: str) -> str | None:
+    """An answer: a string, None (retrieval only), or a message object holding one (content, text, data)."""
+    if answer is None or type(answer) is str:
+        return answer
+    for name in ("content", "text", "data"):  # LangChain's AIMessage, Haystack's ChatMessage, GeneratedAnswer
+        value = answer.get(name) if type(answer) is dict else getattr(answer, name, None)
+        if type(value) is str:
+            return value
+    raise ShapeError(f"{where} must be a string, got {received(answer)}")
+
+
+def answer_of(obj: Any, where: str) -> str | None:
+    """What an answerer returned, as an answer: a string; an object holding one (an AIMessage, a ChatMessage); a
+    {answer} object; or any accepted output's answer (a chain's output, a Response, a pipeline's result)."""
+    if obj is None or type(obj) is str:
+        return obj
+    if type(obj) is dict and "answer" in obj:
+        return answer_text(obj["answer"], f"{where}'s 'answer'")
+    found = framework_output(obj) if type(obj) is dict or hasattr(obj, "source_nodes") else None
+    if found is None and isinstance(obj, (list, tuple)) and len(obj) == 2:
+        found = framework_output(obj)
+    if found is not None and found[2] != "the list":
+        return answer_text(found[1], where)
+    return answer_text(obj, where)
+
+
+def framework_output(obj: Any) -> tuple[Any, Any, str] | None:
+    """A framework's output: (its ranked documents, its answer, where the documents are), or None."""
+    if isinstance(obj, (list, tuple)):
+        if len(obj) == 2 and isinstance(obj[0], str) and isinstance(obj[1], (list, tuple)):
+            return obj[1], obj[0], "documents"
+        if len(obj) == 2 and isinstance(obj[1], str) and isinstance(obj[0], (list, tuple)):
+            return obj[0], obj[1], "documents"
+        return obj, None, "the list"
+    if type(obj) is dict:
+        return _dict_output(obj)
+    nodes = getattr(obj, "source_nodes", None)
+    if isinstance(nodes, list) and hasattr(obj, "response"):  # LlamaIndex Response
+        return nodes, obj.response, "source_nodes"
+    return None
+
+
+def _dict_output(d: dict[str, Any]) -> tuple[Any, Any, str] | None:
+    for docs_key in ("context", "source_documents"):  # LangChain's retrieval chains
+        if isinstance(d.get(docs_key), list):
+            return d[docs_key], d.get("answer", d.get("result")), docs_key
+    if isinstance(d.get("source_nodes"), list):  # LlamaIndex's Response as JSON
+        return d["source_nodes"], d.get("response"), "source_nodes"
+    return _haystack_output(d)
+
+
+def _haystack_output(d: dict[str, Any]) -> tuple[Any, Any, str] | None:
+    """A Haystack pipeline's result: the documents of the one component that returned some (else those of the first
+    generated answer), the first reply or answer."""
+    components = {k: v for k, v in d.items() if type(v) is dict}
+    with_docs = [k for k, v in components.items() if isinstance(v.get("documents"), list)]
+    replies = next((v["replies"] for v in components.values() if isinstance(v.get("replies"), list)), None)
+    answers = next((v["answers"] for v in components.values() if isinstance(v.get("answers"), list)), None)
+    if not with_docs and replies is None and answers is None:
+        return None
+    first = answers[0] if answers else None
+    answer = first if first is not None else (replies[0] if replies else None)
+    answer_docs = first.get("documents") if type(first) is dict else getattr(first, "documents", None)
+    if len(with_docs) == 1:
+        return components[with_docs[0]]["documents"], answer, f"{with_docs[0]}.documents"
+    if isinstance(answer_docs, list) and answer_docs:
+        return answer_docs, answer, "answers[0].documents"
+    if with_docs:
+        raise ShapeError(f"the pipeline's result has documents from several components ({', '.join(map(repr, with_docs[:5]))})",
+                         hint="return (answer, result[name]['documents']) for the component whose ranking is measured")
+    raise ShapeError(f"the pipeline's result has no documents (components: {received(components)})",
+                     hint="run the pipeline with include_outputs_from={'<retriever>'} so its documents come back")
