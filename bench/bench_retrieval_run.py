@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 import yaml
+from bench_vs_trec import compare  # the means side by side (run as a script, bench/ is on sys.path)
 
 METRICS = ["hit_rate@10", "mrr", "recall@10", "precision@10", "ndcg@10", "map"]
 GATES = {"hit_rate@10": {"min": 0.2}, "mrr": {"min": 0.1}}
@@ -248,21 +249,6 @@ def phases(folder: Path, args: list[str]) -> list[tuple[str, float]]:
     return rows
 
 
-def compare(folder: Path) -> list[str]:
-    """The metrics whose means differ by more than 1e-9, after printing them side by side."""
-    report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
-    trec = json.loads((folder / "trec.json").read_text(encoding="utf-8"))
-    ours = report["stages"]["retrieval"]["metrics"]
-    print(f"\nmeans over {report['stages']['retrieval']['n']} cases (rag-gate) / {trec['n']} queries (pytrec_eval):")
-    bad = []
-    for metric, measure in EQUIVALENT.items():
-        a, b = ours[metric], trec["means"][measure]
-        ok = abs(a - b) <= 1e-9
-        bad += [] if ok else [metric]
-        print(f"  {metric:<13} {a:.12f}   {measure:<12} {b:.12f}   {'equal' if ok else 'DIFFERENT'}")
-    return bad
-
-
 def rag_gate_command() -> list[str]:
     """The console script next to this Python (``python -m gate`` if there is none)."""
     script = Path(sys.executable).with_name("rag-gate")
@@ -332,7 +318,7 @@ def measure(folder: Path, args: argparse.Namespace) -> int:
     print("\nwhere rag-gate's run goes (one more cold process, a timer on each phase; indented: inside evaluate):")
     for label, seconds in phases(folder, argv):
         print(f"  {label:<56} {seconds:6.3f} s")
-    bad = compare(folder)
+    bad = compare(folder, EQUIVALENT)
     if bad:
         print(f"FAIL: rag-gate and pytrec_eval differ on {', '.join(bad)}")
         return 1

@@ -151,18 +151,21 @@ def profile(folder: Path, argv: list[str], top: int = 20) -> str:
     return "\n".join("  " + line for line in buf.getvalue().splitlines() if line.strip())
 
 
-def compare(folder: Path) -> list[str]:
-    """The metrics whose means differ by more than 1e-9 (empty: all equal), after printing them side by side."""
+def compare(folder: Path, equivalent: dict[str, str] = EQUIVALENT) -> list[str]:
+    """The metrics whose means differ by more than 1e-9 (empty: all equal), after printing them side by side:
+    rag-gate's report.json in ``folder`` against pytrec_eval's trec.json, ``equivalent`` naming each metric's
+    trec_eval measure."""
     report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
     trec = json.loads((folder / "trec.json").read_text(encoding="utf-8"))
     ours = report["stages"]["retrieval"]["metrics"]
     print(f"\nmeans over {report['stages']['retrieval']['n']} cases (rag-gate) / {trec['n']} queries (pytrec_eval):")
     bad = []
-    for metric, measure in EQUIVALENT.items():
+    width = max(map(len, equivalent)) + 1
+    for metric, measure in equivalent.items():
         a, b = ours[metric], trec["means"][measure]
         ok = abs(a - b) <= 1e-9
         bad += [] if ok else [metric]
-        print(f"  {metric:<12} {a:.12f}   {measure:<12} {b:.12f}   {'equal' if ok else 'DIFFERENT'}")
+        print(f"  {metric:<{width}} {a:.12f}   {measure:<12} {b:.12f}   {'equal' if ok else 'DIFFERENT'}")
     return bad
 
 

@@ -15,27 +15,23 @@ a message or a log line. Errors::
 from __future__ import annotations
 
 import base64
-import logging
-import random
 import re
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import requests
 
 from gate.core.errors import ApiError, InputError
-from gate.core.redact import Redactor
 from gate.io.http import retry_after_s
+from gate.io.rest import RestClient, Retrying, TokenAuth, upsert_marked
 
 DEFAULT_API_URL = "https://api.github.com"
 JOB_TOKEN_AUTHOR = "github-actions[bot]"  # who the job token (GITHUB_TOKEN) acts as
 API_VERSION = "2022-11-28"
 WRITE_HINT = ("give the job `permissions: pull-requests: write` (for the comment) and `contents: write` (for the history); "
               "a pull request from a fork only gets a read-only token: use the fork-safe workflow_run pattern of docs/action.md (fork pull requests)")
-log = logging.getLogger(__name__)
 
 
 class GitHubError(ApiError):
@@ -54,62 +50,25 @@ class Conflict(GitHubError):
     slug = "github-conflict"
 
 
-class TokenAuth(requests.auth.AuthBase):
-    """A token in one header (``Authorization: Bearer ...`` by default; GitLab's ``PRIVATE-TOKEN`` too), set on the
-    session so a ~/.netrc never replaces it; its repr shows no token."""
-
-    def __init__(self, token: str, header: str = "Authorization", prefix: str = "Bearer ") -> None:
-        self._token, self._header, self._prefix = token, header, prefix
-
-    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
-        r.headers[self._header] = f"{self._prefix}{self._token}"
-        return r
-
-    def __repr__(self) -> str:
-        return "<token ***>"
-
-
-@dataclass(frozen=True)
-class Retrying:
-    """How the client waits and retries: each request's timeout, the retries after the first attempt, the longest
-    Retry-After it waits, and how it sleeps (a test gives its own, so it never really waits)."""
-
-    timeout: float = 30.0
-    max_retries: int = 4
-    max_wait: float = 60.0
-    sleep: Callable[[float], None] = time.sleep
-
-
-class GitHubClient:
+class GitHubClient(RestClient):
     """GitHub's REST API for one repository."""
 
-    def __init__(self, api_url: str | None, token: str, repository: str, *, retrying: Retrying = Retrying(),
+    service = "GitHub"
+    error = GitHubError
+
+    def __init__(self, api_url: str | None, token: str, repository: str, *, retrying: Retrying | None = None,
                  author: str | None = None) -> None:
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", repository or ""):
             raise InputError(f"{repository!r} is not an owner/name repository", key="GITHUB_REPOSITORY")
-        self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
+        super().__init__(api_url or DEFAULT_API_URL, token, retrying or Retrying(),
+                         {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION},
+                         TokenAuth(token) if token else None)
         self.repository = repository
         self.author = author
-        self.timeout, self.max_retries, self.max_wait, self.sleep = retrying.timeout, retrying.max_retries, retrying.max_wait, retrying.sleep
-        self.redactor = Redactor([token] if token else [])
         self._repo_path = f"/repos/{repository}"
-        self.session = requests.Session()
-        self.session.headers.update({"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION,
-                                     "User-Agent": "rag-gate"})
-        if token:
-            self.session.auth = TokenAuth(token)
 
     def __repr__(self) -> str:
         return f"GitHubClient({self.api_url!r}, repository={self.repository!r})"
-
-    def close(self) -> None:
-        self.session.close()
-
-    def __enter__(self) -> GitHubClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- who the token acts as ------------------------------------------------------------
     def whoami(self) -> str | None:
@@ -271,42 +230,7 @@ class GitHubClient:
             if url and urlsplit(url)[:2] != origin:
                 raise GitHubError(None, f"GitHub's next-page link leaves {self.api_url}: not followed (the token would go with it)")
 
-    def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None,
-                 accept: str | None = None, retry: bool = True) -> requests.Response:
-        """One API call, retried on 5xx / no answer (if ``retry``) and after a rate limit's wait (always)."""
-        url = path if path.startswith(("http://", "https://")) else self.api_url + path
-        what = f"{method} {urlsplit(url).path}"
-        headers = {"Accept": accept} if accept else None
-        for attempt in range(1, self.max_retries + 2):
-            try:
-                resp = self.session.request(method, url, params=params, json=body, headers=headers, timeout=self.timeout)
-            except requests.RequestException as exc:
-                reason = f"{what}: no answer from GitHub ({type(exc).__name__}: {exc})"
-                if not retry or attempt > self.max_retries:
-                    raise GitHubError(None, self._redact(reason)) from None
-                self._pause(attempt, reason)
-                continue
-            if resp.status_code < 400:
-                return resp
-            wait = self._rate_limit_wait(resp)
-            if wait is not None:
-                if wait > self.max_wait or attempt > self.max_retries:
-                    raise self._error(resp, what, rate_limited=True)
-                self._pause(attempt, f"{what}: rate limited ({resp.status_code})", wait)
-            elif retry and resp.status_code >= 500 and attempt <= self.max_retries:
-                self._pause(attempt, f"{what} answered {resp.status_code}")
-            else:
-                raise self._error(resp, what)
-        raise GitHubError(None, f"{what}: gave up")  # pragma: no cover
-
-    def _pause(self, attempt: int, reason: str, wait: float | None = None) -> None:
-        if wait is None:
-            wait = min(2.0 ** (attempt - 1), 16.0) * random.uniform(0.5, 1.0)
-        log.warning("%s; retrying in %.1f s (attempt %d of %d)", self._redact(reason), wait, attempt + 1, self.max_retries + 1)
-        self.sleep(wait)
-
-    @staticmethod
-    def _rate_limit_wait(resp: requests.Response) -> float | None:
+    def _rate_limit_wait(self, resp: requests.Response) -> float | None:
         """Seconds GitHub asks to wait, if the answer is a rate limit; None otherwise."""
         retry_after, remaining = resp.headers.get("Retry-After"), resp.headers.get("x-ratelimit-remaining")
         if resp.status_code not in (403, 429):
@@ -324,6 +248,7 @@ class GitHubClient:
         return None
 
     def _error(self, resp: requests.Response, what: str, rate_limited: bool = False) -> GitHubError:
+        """GitHub's answer of status 400 or more, as the error it means."""
         code, msg = resp.status_code, _message(resp)
         said = self._redact(f"{what} answered {code} {msg}".rstrip())
         if rate_limited:
@@ -339,16 +264,6 @@ class GitHubClient:
             return Conflict(code, f"the file changed since it was read: {said}")
         return GitHubError(code, said)
 
-    def _redact(self, text: str, limit: int = 500) -> str:
-        """Text that may echo the token: redacted, then cut (never the other way round)."""
-        return self.redactor.shorten(text, limit)
-
-    def _json(self, resp: requests.Response) -> Any:
-        try:
-            return resp.json()
-        except ValueError:
-            raise GitHubError(resp.status_code, f"{resp.request.method} {urlsplit(resp.url).path}: the answer is not JSON") from None
-
 
 def _message(resp: requests.Response) -> str:
     """GitHub's error message (with the details of a 422), else the start of the body."""
@@ -362,38 +277,3 @@ def _message(resp: requests.Response) -> str:
     details = [e.get("message") or e.get("code", "") for e in data.get("errors", []) if isinstance(e, dict)]
     msg = " ".join(str(data.get("message", "")).split())
     return f"{msg} ({'; '.join(map(str, details))})" if details else msg
-
-
-class _Forge(Protocol):
-    max_retries: int
-
-    def _pause(self, attempt: int, reason: str, wait: float | None = None) -> None: ...
-
-    def _json(self, resp: requests.Response) -> Any: ...
-
-
-def upsert_marked(client: _Forge, find: Callable[[], dict[str, Any] | None], edit: Callable[[dict[str, Any]], requests.Response],
-                  create: Callable[[], requests.Response], body: str, what: str) -> tuple[int, str]:
-    """Create the one marked comment (GitHub) or note (GitLab), or edit the one ``find`` gives in place: (id, "created"
-    | "updated" | "unchanged"). A create that failed with no answer or a 5xx is not sent again blindly: ``find`` looks
-    first (the forge may have created it), so there is never a second one; one deleted meanwhile is created again."""
-    existing, posted = find(), False
-    for attempt in range(1, client.max_retries + 2):
-        if existing is not None:
-            if (existing.get("body") or "").replace("\r\n", "\n") == body.replace("\r\n", "\n"):
-                return int(existing["id"]), "created" if posted else "unchanged"
-            try:
-                return int(client._json(edit(existing))["id"]), "created" if posted else "updated"
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
-                existing = None  # deleted meanwhile
-                continue
-        try:
-            return int(client._json(create())["id"]), "created"
-        except ApiError as exc:
-            if not (exc.status is None or exc.status >= 500) or attempt > client.max_retries:
-                raise
-            client._pause(attempt, f"POST {what}: {exc.message}")
-            existing, posted = find(), True
-    raise ApiError(None, f"could not create the {what}")  # pragma: no cover

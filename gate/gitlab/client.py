@@ -13,8 +13,6 @@ not posted twice on a 5xx: the notes are listed again first. Errors::
 
 from __future__ import annotations
 
-import logging
-import random
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,12 +21,9 @@ from urllib.parse import quote, urlsplit
 import requests
 
 from gate.core.errors import ApiError, InputError
-from gate.core.redact import Redactor
-from gate.github.client import Retrying, TokenAuth, upsert_marked
 from gate.gitlab import AUTH_SCHEMES, TOKEN_HINT
 from gate.io.http import retry_after_s
-
-log = logging.getLogger(__name__)
+from gate.io.rest import RestClient, Retrying, TokenAuth, upsert_marked
 
 
 class GitLabError(ApiError):
@@ -43,36 +38,25 @@ class NotFound(GitLabError):
     slug = "gitlab-not-found"
 
 
-class GitLabClient:
+class GitLabClient(RestClient):
     """GitLab's REST API v4 for one project (its numeric id or its path, ``group/project``)."""
+
+    service = "GitLab"
+    error = GitLabError
 
     def __init__(self, api_url: str, token: str, project: str, *, auth: str = "private-token", retrying: Retrying | None = None) -> None:
         if urlsplit(api_url or "").scheme not in ("http", "https") or not urlsplit(api_url).netloc:
             raise InputError(f"must be the API's http(s) URL (such as https://gitlab.com/api/v4), got {api_url!r}", key="CI_API_V4_URL")
         if auth not in AUTH_SCHEMES:
             raise InputError(f"must be one of {', '.join(AUTH_SCHEMES)}, got {auth!r}", key="--auth")
-        retrying = retrying or Retrying()
-        self.api_url = api_url.rstrip("/")
+        super().__init__(api_url, token, retrying or Retrying(), {"Accept": "application/json"},
+                         TokenAuth(token) if auth == "bearer" else TokenAuth(token, "PRIVATE-TOKEN", ""))
         self.project = str(project)
         self._project_path = f"/projects/{quote(self.project, safe='')}"
-        self.timeout, self.max_retries, self.max_wait, self.sleep = retrying.timeout, retrying.max_retries, retrying.max_wait, retrying.sleep
-        self.redactor = Redactor([token] if token else [])
-        self.session = requests.Session()
-        self.session.headers.update({"Accept": "application/json", "User-Agent": "rag-gate"})
-        self.session.auth = TokenAuth(token) if auth == "bearer" else TokenAuth(token, "PRIVATE-TOKEN", "")
         self._user: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"GitLabClient({self.api_url!r}, project={self.project!r})"
-
-    def close(self) -> None:
-        self.session.close()
-
-    def __enter__(self) -> GitLabClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- who the token acts as ------------------------------------------------------------
     def user(self) -> dict[str, Any]:
@@ -135,40 +119,22 @@ class GitLabClient:
             else:
                 return
 
-    def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None,
-                 retry: bool = True) -> requests.Response:
-        """One API call, retried on 5xx / no answer (if ``retry``) and after a rate limit's wait (always)."""
-        url = path if path.startswith(("http://", "https://")) else self.api_url + path
-        what = f"{method} {urlsplit(url).path}"
-        for attempt in range(1, self.max_retries + 2):
-            try:
-                resp = self.session.request(method, url, params=params, json=body, timeout=self.timeout)
-            except requests.RequestException as exc:
-                reason = f"{what}: no answer from GitLab ({type(exc).__name__}: {exc})"
-                if not retry or attempt > self.max_retries:
-                    raise GitLabError(None, self._redact(reason)) from None
-                self._pause(attempt, reason)
-                continue
-            if resp.status_code < 400:
-                return resp
-            if resp.status_code == 429:
-                wait = _rate_limit_wait(resp)
-                if wait > self.max_wait or attempt > self.max_retries:
-                    raise self._error(resp, what, hint="GitLab's rate limit was hit: re-run the job later")
-                self._pause(attempt, f"{what}: rate limited (429)", wait)
-            elif retry and resp.status_code >= 500 and attempt <= self.max_retries:
-                self._pause(attempt, f"{what} answered {resp.status_code}")
-            else:
-                raise self._error(resp, what)
-        raise GitLabError(None, f"{what}: gave up")  # pragma: no cover
+    def _rate_limit_wait(self, resp: requests.Response) -> float | None:
+        """Seconds GitLab asks to wait after a 429 (Retry-After, else RateLimit-Reset, a Unix time), else a minute;
+        None for any other answer."""
+        if resp.status_code != 429:
+            return None
+        wait = retry_after_s(resp.headers.get("Retry-After"))
+        if wait is not None:
+            return wait
+        try:
+            return max(float(resp.headers.get("RateLimit-Reset", "")) - time.time(), 0.0) + 1.0
+        except ValueError:
+            return 60.0
 
-    def _pause(self, attempt: int, reason: str, wait: float | None = None) -> None:
-        if wait is None:
-            wait = min(2.0 ** (attempt - 1), 16.0) * random.uniform(0.5, 1.0)
-        log.warning("%s; retrying in %.1f s (attempt %d of %d)", self._redact(reason), wait, attempt + 1, self.max_retries + 1)
-        self.sleep(wait)
-
-    def _error(self, resp: requests.Response, what: str, hint: str | None = None) -> GitLabError:
+    def _error(self, resp: requests.Response, what: str, rate_limited: bool = False) -> GitLabError:
+        """GitLab's answer of status 400 or more, as the error it means."""
+        hint = "GitLab's rate limit was hit: re-run the job later" if rate_limited else None
         code = resp.status_code
         msg = _message(resp)
         msg = msg[len(str(code)):].lstrip() if msg.startswith(f"{code} ") else msg  # GitLab's messages start with the status
@@ -180,27 +146,6 @@ class GitLabClient:
         if code == 404:
             return NotFound(code, said, hint=hint or "check CI_PROJECT_ID and CI_MERGE_REQUEST_IID, and that the token's user can see the project")
         return GitLabError(code, said, hint=hint)
-
-    def _redact(self, text: str, limit: int = 500) -> str:
-        """Text that may echo the token: redacted, then cut (never the other way round)."""
-        return self.redactor.shorten(text, limit)
-
-    def _json(self, resp: requests.Response) -> Any:
-        try:
-            return resp.json()
-        except ValueError:
-            raise GitLabError(resp.status_code, f"{resp.request.method} {urlsplit(resp.url).path}: the answer is not JSON") from None
-
-
-def _rate_limit_wait(resp: requests.Response) -> float:
-    """Seconds GitLab asks to wait after a 429 (Retry-After, else RateLimit-Reset, a Unix time), else a minute."""
-    wait = retry_after_s(resp.headers.get("Retry-After"))
-    if wait is not None:
-        return wait
-    try:
-        return max(float(resp.headers.get("RateLimit-Reset", "")) - time.time(), 0.0) + 1.0
-    except ValueError:
-        return 60.0
 
 
 def _message(resp: requests.Response) -> str:
