@@ -157,23 +157,24 @@ def _branch(node: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _strings(value: Any, out: list[str]) -> list[str]:
+def _strings(value: Any, out: list[str], keys: set[str]) -> list[str]:
     """Every string of a JSON-like value, keys included, in order (a leaf is taken without a call: a report has a
-    million of them)."""
+    million of them); the keys also in ``keys``."""
     if isinstance(value, dict):
         for k, v in value.items():
             if isinstance(k, str):
                 out.append(k)
+                keys.add(k)
             if isinstance(v, str):
                 out.append(v)
             elif isinstance(v, (dict, list)):
-                _strings(v, out)
+                _strings(v, out, keys)
     elif isinstance(value, list):
         for v in value:
             if isinstance(v, str):
                 out.append(v)
             elif isinstance(v, (dict, list)):
-                _strings(v, out)
+                _strings(v, out, keys)
     elif isinstance(value, str):
         out.append(value)
     return out
@@ -272,10 +273,16 @@ class Redactor:
     def document(self, value: Any) -> Any:
         """A copy of a JSON-like value with every string (keys included) redacted; the value itself when nothing in it
         is to be removed. Its strings are searched as one text: only the strings where a needle was found there are
-        redacted, for the needles found."""
+        redacted, for the needles found.
+
+        The document's names (its keys, and a value that is one of its keys: a stage, a metric, a case id) lose a
+        secret's whole forms but not the pieces of a token: a token that spells a word (``acme-retrieval-key``) would
+        otherwise rename the ``retrieval`` stage and every ``paraphrase_*`` metric, and leave a document its own
+        schema refuses."""
         if not self._needles:
             return value
-        strings = _strings(value, [])
+        names: set[str] = set()
+        strings = _strings(value, [], names)
         joined = "\x00".join(strings)
         needles = [n for n in self._needles if n in joined]
         blocks = [b for b in self._blocks if b in joined]
@@ -289,17 +296,19 @@ class Redactor:
                 i = bisect_right(starts, at) - 1
                 flagged.add(i)
                 at = joined.find(n, starts[i + 1])
-        return self._copy(value, flagged, needles, blocks)
+        return self._copy(value, flagged, needles, (blocks, names))
 
-    def _copy(self, value: Any, flagged: set[int], needles: Sequence[str], blocks: Sequence[str]) -> Any:
-        """A copy of ``value`` whose strings numbered in ``flagged`` (in the order of _strings) are redacted."""
+    def _copy(self, value: Any, flagged: set[int], needles: Sequence[str], pieces: tuple[Sequence[str], set[str]]) -> Any:
+        """A copy of ``value`` whose strings numbered in ``flagged`` (in the order of _strings) are redacted: for
+        ``pieces`` (the blocks found, and the names that keep them) as ``document`` says."""
         n = -1
+        blocks, names = pieces
 
         def leaf(v: Any) -> Any:
             nonlocal n
             if isinstance(v, str):
                 n += 1
-                return self._redact(v, needles, blocks) if n in flagged else v
+                return self._redact(v, needles, () if v in names else blocks) if n in flagged else v
             return walk(v) if isinstance(v, (dict, list)) else v
 
         def walk(v: Any) -> Any:
