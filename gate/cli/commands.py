@@ -153,12 +153,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     kinds = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items()))
     print(f"{spec.path}: valid")
     print(f"{spec.golden_set_path}: {len(cases)} cases ({kinds})")
-    if "results" in spec.target:
-        path = spec.resolve(spec.target["results"])
+    if spec.results_file is not None:
+        path, id_key = spec.results_file
         if path.exists():
             from gate.targets.results import read_results
 
-            results = read_results(path, cases)
+            results = read_results(path, cases, id_key=id_key)
             missing = sum(1 for c in cases if c.id not in results.outputs)
             print(f"{path}: {len(results.outputs)} lines match golden cases, {missing} cases have no line"
                   + (f", {len(results.unmatched)} lines match no case" if results.unmatched else ""))

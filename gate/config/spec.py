@@ -59,6 +59,14 @@ class Spec:
     def target(self) -> dict[str, Any]:
         return self.data["target"]
 
+    @property
+    def results_file(self) -> tuple[Path, str | None] | None:
+        """target.results as (its path, its id_key or None), or None when the target is not a results file."""
+        results = self.target.get("results") if isinstance(self.target, dict) else None
+        if isinstance(results, dict):
+            return self.resolve(results["path"]), results.get("id_key")
+        return None if results is None else (self.resolve(results), None)
+
     def redactor(self, extra: Iterable[str] = ()) -> Redactor:
         """What the run's outputs go through: every secret the spec read (and ``extra``: the action's token), with the
         encodings rag-gate itself makes of them (the Basic credential of the target URL's user:password)."""

@@ -19,11 +19,13 @@ def make_target(spec: Spec, cases: Sequence[GoldenCase], deadline: Deadline = NO
         from gate.targets.traces import TracesTarget
 
         return TracesTarget(traced or {})
-    if "results" in cfg:
+    results = spec.results_file
+    if results is not None:
         from gate.targets.results import ResultsFileTarget
 
         # the judged stages read the passages' texts; the retrieval stage only their ids, or their texts with match.level text
-        return ResultsFileTarget.read(spec.resolve(cfg["results"]), cases, texts=spec.stages.reads_texts)
+        path, id_key = results
+        return ResultsFileTarget.read(path, cases, texts=spec.stages.reads_texts, id_key=id_key)
     if "http" in cfg:
         from gate.targets.http import HttpTarget
 

@@ -149,10 +149,12 @@ def _utf8(raw: bytes) -> bool:
     return True
 
 
-def _rows(path: Path, shape: type[_Line]) -> Iterable[tuple[int, Any]]:
+def _rows(path: Path, shape: type[_Line] | None) -> Iterable[tuple[int, Any]]:
     """(line number, the line as ``_read`` gives it) of every non-blank line: decoded in one call when it can be
-    (``_whole_file``), else line by line."""
+    (``_whole_file``), else line by line; ``shape`` None: every line as its JSON value."""
     raw = read_regular_bytes(path)
+    if shape is None:
+        return ((lineno, parse_line(path, lineno, line)) for lineno, line in iter_lines(path, raw))
     rows = _whole_file(raw, shape)
     if rows is not None:
         return enumerate(rows, 1)
@@ -165,21 +167,23 @@ class Results:
     noise-test answers."""
 
     path: Path
+    id_key: str | None = None  # target.results.id_key
     outputs: dict[str, TargetOutput] = field(default_factory=dict)
     unmatched: list[int] = field(default_factory=list)  # lines that match no golden case
     noise: dict[str, dict[str, Any]] = field(default_factory=dict)  # precomputed noise-test answers, by case id
 
 
-def read_results(path: Path, cases: Sequence[GoldenCase], texts: bool = True) -> Results:
+def read_results(path: Path, cases: Sequence[GoldenCase], texts: bool = True, id_key: str | None = None) -> Results:
     """Read a results file: one line per case, matched by ``id`` (or by ``question``). ``texts`` False: no stage reads
-    the passages' texts (nor the contexts made of them), which are then not kept. InputError (InputErrors) naming
-    every bad line."""
+    the passages' texts (nor the contexts made of them), which are then not kept. ``id_key``: every document's id is
+    its ``metadata[id_key]`` (target.results.id_key; the lines are then read as the frameworks' forms, not decoded
+    into the usual shape). InputError (InputErrors) naming every bad line."""
     by_question = {c.question: c.id for c in cases}
     known = {c.id for c in cases}
-    results = Results(path)
+    results = Results(path, id_key=id_key)
     errors: list[InputError] = []
     seen: dict[str, int] = {}
-    shape = _Line if texts else _LineOfIds
+    shape = None if id_key is not None else _Line if texts else _LineOfIds
     for lineno, row in _rows(path, shape):
         readable = isinstance(row, (dict, _Line))
         case_id = row.get("id") if readable else None
@@ -222,7 +226,7 @@ def _read_row(results: Results, case_id: str, row: Any, lineno: int) -> list[Inp
             beside = Beside(row.answer, row.contexts, row.usage, row.cached, row.system)
             results.outputs[case_id] = output_from(case_id, row.retrieved, beside, latency_ms=latency)
         else:
-            results.outputs[case_id] = read_output(case_id, row, latency_ms=latency)
+            results.outputs[case_id] = read_output(case_id, row, latency_ms=latency, id_key=results.id_key)
     except ShapeError as exc:
         errors.append(InputError(f"the line has the wrong shape: {exc}", file=str(path), line=lineno, hint=exc.hint or LINE_FIELDS))
     except ValueError as exc:
@@ -249,8 +253,8 @@ class ResultsFileTarget(Target):
         self.precomputed_noise = results.noise
 
     @classmethod
-    def read(cls, path: Path, cases: Sequence[GoldenCase], texts: bool = True) -> ResultsFileTarget:
-        return cls(read_results(path, cases, texts))
+    def read(cls, path: Path, cases: Sequence[GoldenCase], texts: bool = True, id_key: str | None = None) -> ResultsFileTarget:
+        return cls(read_results(path, cases, texts, id_key))
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         out = self.outputs.get(case.id)

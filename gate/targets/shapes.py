@@ -31,7 +31,8 @@ ACCEPTED = ("{retrieved: [{id, text, score}], answer}, a chain's output {context
             "a LlamaIndex Response, a Haystack pipeline's result, (answer, documents), or a list of documents "
             "(LangChain, LlamaIndex or Haystack documents, or {id, text, score})")
 DOCUMENTS = "LangChain, LlamaIndex or Haystack documents, {id, text, score} objects or id strings"
-ID_HINT = "set target.python.id_key to the metadata key that holds the ids your golden set's relevant_doc_ids name"
+ID_HINT = ("set id_key to the metadata key that holds the ids your golden set's relevant_doc_ids name: target.python.id_key, "
+           "or for a results file target.results: {path: ..., id_key: KEY}")
 
 
 class Parts(NamedTuple):
@@ -145,7 +146,7 @@ def _doc_id(parts: Parts, where: str, id_key: str | None) -> str:
     """The id a document is scored by: ``meta[id_key]`` when id_key is set; else its own id, else ``meta["id"]``."""
     meta = parts.meta if isinstance(parts.meta, Mapping) else {}
     if id_key is not None:
-        value, said = meta.get(id_key), f"its metadata has no {id_key!r} (target.python.id_key)"
+        value, said = meta.get(id_key), f"its metadata has no {id_key!r} (id_key)"
     else:
         value, said = parts.own_id, "it has no id and its metadata no 'id'"
         if not _is_id(value):
