@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,3 +107,46 @@ def test_a_judge_spec_is_refused_in_the_slim_image_before_any_question(act: str,
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "rag-eval.slim-judge.yml:" in proc.stderr and "stages.generation.metrics" in proc.stderr
     assert "use the full action" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_in_the_image_python_is_pid_1_and_a_sigterm_still_stops_the_run(repo: Path, tmp_path: Path) -> None:
+    """``docker stop`` (what a cancelled job's runner does) sends SIGTERM to the image's PID 1, Python running
+    entrypoint.py, which the kernel spares every signal it has no handler for: the action's handler is what stops it.
+    The container reaches the stand-ins on the host's 127.0.0.1 (host network); workspace and runner files sit at the
+    same paths inside."""
+    from tests.integration.test_action_signals import CASES, LATENCY_S, _environment, _workspace
+    from tests.support.rag_server import RagServer, response, slow
+
+    if subprocess.run(["docker", "image", "inspect", ACT_IMAGE], capture_output=True).returncode != 0:
+        subprocess.run(["docker", "build", "-q", "-f", "Dockerfile.slim", "-t", ACT_IMAGE, "."], cwd=repo, check=True,
+                       capture_output=True, timeout=900)
+    responses = {f"question {i}?": response([f"d{i}"]) for i in range(CASES)}
+    behaviour = lambda req: None if req.question == "question 0?" else slow(LATENCY_S)  # noqa: E731
+    name = f"rag-gate-sigterm-{tmp_path.name}"
+    with RagServer(responses, behaviour=behaviour) as rag, GitHubServer(repos=("owner/repo",)) as gh:
+        ws = _workspace(tmp_path, rag.url, 4)
+        runner = tmp_path / "runner"
+        env = {k: v for k, v in _environment(gh, ws, runner).items() if k.startswith(("GITHUB_", "INPUT_", "CI"))}
+        env["GITHUB_REPOSITORY"] = "owner/repo"
+        args = [f"--env={k}={v}" for k, v in env.items()]
+        subprocess.run(["docker", "run", "-d", "--name", name, "--network", "host", "-v", f"{tmp_path}:{tmp_path}", "-w", str(ws),
+                        *args, ACT_IMAGE], check=True, capture_output=True, timeout=60)
+        try:
+            pid1 = subprocess.run(["docker", "exec", name, "cat", "/proc/1/cmdline"], capture_output=True, timeout=30)
+            started = time.monotonic()
+            while len(rag.requests) < 2 and time.monotonic() - started < 60:
+                time.sleep(0.1)
+            assert len(rag.requests) >= 2, subprocess.run(["docker", "logs", name], capture_output=True, text=True).stdout[-3000:]
+            sent = time.monotonic()
+            subprocess.run(["docker", "stop", "--time", "30", name], check=True, capture_output=True, timeout=60)
+            took = time.monotonic() - sent
+            code = int(subprocess.run(["docker", "inspect", "-f", "{{.State.ExitCode}}", name], capture_output=True, text=True,
+                                      check=True).stdout)
+            logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True, timeout=30)
+        finally:
+            subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    shown = f"exit {code} after {took:.1f} s\n{logs.stdout[-3000:]}\n{logs.stderr[-2000:]}"
+    assert pid1.stdout.split(b"\0")[:2] == [b"python", b"/action/entrypoint.py"], pid1.stdout  # Python is PID 1
+    assert code == 143 and took < 15, shown  # its own exit on SIGTERM, long before docker stop's 30 s SIGKILL (137)
+    assert "the run was cancelled (SIGTERM) before it finished" in logs.stdout and "Traceback" not in logs.stdout + logs.stderr, shown
+    assert "rag-gate: cancelled" in (runner / "summary").read_text(encoding="utf-8")

@@ -65,9 +65,11 @@ def test_min_pairs_or_case_drop_on_an_offline_metric_is_refused_with_why(tmp_pat
         assert "Traceback" not in proc.stderr
 
 
-def test_a_skipped_gates_reason_is_on_the_console(tmp_path: Path) -> None:
+def test_a_skipped_gates_reason_is_on_the_console_and_in_the_html_report(tmp_path: Path) -> None:
     spec = project(tmp_path, "{max_drop: 0.05}")
     results(tmp_path, bad=0)
-    proc = rag_gate(tmp_path, "run", "--config", str(spec), "--no-progress")  # no baseline yet: max_drop has nothing to compare
+    html = tmp_path / "report.html"
+    proc = rag_gate(tmp_path, "run", "--config", str(spec), "--no-progress", "--html", str(html))  # no baseline yet: max_drop has nothing to compare
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SKIP token_f1: no baseline value to compare with" in proc.stdout
+    assert "gate skipped: no baseline value to compare with" in html.read_text(encoding="utf-8")  # the HTML report says why too

@@ -326,3 +326,19 @@ def test_the_table_checks_find_a_difference() -> None:
     table = "## Outputs\n\n| output | description |\n|---|---|\n| `verdict` | pass or fail |\n| `verdict` | again |\n"
     assert output_table_problems(doc_table(table, "Outputs"), outputs) == [
         "output 'verdict' is listed twice", "output 'report' of action.yml is not listed"]
+
+
+def test_the_repository_cites_nothing_outside_it() -> None:
+    """Code, messages and docs stand alone: no tracked file points into a folder beside the repository or at the
+    articles the project grew from (a console message once named them, in the tracker's word for them)."""
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    pattern = re.compile(r"\.\./shared|\bthe seeds\b|\bseeds'|\bseeds/", re.I)
+    found = []
+    for name in files:
+        path = ROOT / name
+        if path.suffix in {".py", ".md", ".yml", ".yaml", ".json", ".jsonl", ".txt", ".toml", ".sh", ".html", ".js", ".css"} and path.is_file():
+            found += [f"{name}:{i}" for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+                      if pattern.search(line)]
+    assert not found, found

@@ -36,7 +36,7 @@ def row(i: int, question: str, qtype: str, **extra: Any) -> dict[str, Any]:
 
 
 def crafted() -> list[dict[str, Any]]:
-    """20 cases in the seeds' mix, but: two near-duplicate questions, a relevant id the corpus lacks, no out-of-scope
+    """20 cases in the recommended mix of question types, but: two near-duplicate questions, a relevant id the corpus lacks, no out-of-scope
     case, and one generated case not yet reviewed."""
     kinds = ["simple"] * 9 + ["multi_context"] * 5 + ["ambiguous"] * 4
     topics = ["parking permits", "late fees for DVDs", "the maker space", "printing in colour", "study room booking",
@@ -149,6 +149,7 @@ def test_a_gate_one_case_can_fail_and_a_stage_that_reads_ground_truth_are_findin
     findings, _ = check(cases, settings)
     codes = {f["code"]: f for f in findings}
     assert "one of the 40 cases moves it by 0.025, more than its max_drop 0.02" in codes["too_few_cases"]["message"]
+    assert codes["too_few_cases"]["message"].endswith("(80-150 cases make a gate that one case cannot tip)")
     assert sum(1 for f in findings if f["code"] == "too_few_cases") == 1  # a relative max_drop is left alone
     assert codes["missing_ground_truth"]["level"] == "error" and len(codes["missing_ground_truth"]["cases"]) == 40
 
