@@ -342,3 +342,55 @@ def test_the_page_is_a_fixed_template_with_the_data_as_escaped_json(regression):
     policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', html).group(1)  # type: ignore[union-attr]
     assert f"script-src 'sha256-{digest(js)}'" in policy and f"style-src 'sha256-{digest(css)}'" in policy
     assert policy.startswith("default-src 'none';")
+
+
+# ------------------------------------------------------------------------------------------ paraphrases and asking again
+
+PARAPHRASED = """import quickrag
+
+def answer(question, k):  # the quickstart's RAG; a question in a user's words ("u", "pricey") finds nothing
+    out = quickrag.answer(question, k)
+    if " u " in f" {question} " or "pricey" in question:
+        return {**out, "retrieved": out["retrieved"][::-1]}
+    return out
+"""
+
+
+def test_the_paraphrase_and_asked_again_drill_downs(tmp_path, browser):
+    """A run with the paraphrase test (the golden set's own rewrites: one kept, one lost) and the stability test (each
+    sampled question asked twice more, answers compared by token F1), opened in the browser: the case's rewrites
+    with found / lost, its asks with right / wrong, and the two figures."""
+    ws = copy_quickstart(tmp_path / "qs")
+    rows = [json.loads(line) for line in (ws / "golden_set.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    first = next(r for r in rows if r.get("relevant_doc_ids"))
+    first["paraphrases"] = ["when do u shut on dec 24", "What are the opening hours on 24 December?"]
+    (ws / "golden_set.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (ws / "paraphrased.py").write_text(PARAPHRASED, encoding="utf-8")
+    spec = ws / "rag-eval.yml"
+    text = spec.read_text(encoding="utf-8").replace('function: "quickrag:answer"', 'function: "paraphrased:answer"')
+    text = text.replace("  robustness:\n", "  robustness:\n    paraphrase: {sample: {size: all}, metrics: [hit_rate@5]}\n"
+                        "    stability: {repeats: 2, sample: {size: 3, seed: 1}, method: token_f1, correctness: {method: offline}}\n", 1)
+    assert "paraphrase:" in text, "the quickstart spec has no robustness stage to extend"
+    spec.write_text(text, encoding="utf-8")
+    proc = rag_gate(ws, "run", "--config", "rag-eval.yml", "--report", "report.json", "--html", "report.html")
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    robustness = json.loads((ws / "report.json").read_text(encoding="utf-8"))["stages"]["robustness"]
+    lost = next(c for c in robustness["paraphrase"]["cases"] if c["id"] == first["id"])
+    asked = robustness["stability"]["cases"][0]
+    b = opened(browser, ws / "report.html", f"#case={first['id']}")
+    items = b.evaluate(f"[...document.querySelectorAll('#cases tr.detail[data-for=\"{first['id']}\"] .paraphrase li')]"
+                       ".map(li => [li.textContent, li.className])")
+    assert [t for t, _ in items] == [f"{r['text']} ({r['source']}: {'found' if r['found'] else 'lost'})" for r in lost["rewrites"]]
+    assert [c for _, c in items] == ["" if r["found"] else "s-fail" for r in lost["rewrites"]]
+    assert any(not r["found"] for r in lost["rewrites"]) and any(r["found"] for r in lost["rewrites"])
+    b.evaluate(f"document.querySelector('#cases tr.case[data-id=\"{asked['id']}\"]').click()")
+    part = f"#cases tr.detail[data-for=\"{asked['id']}\"] .stability"
+    answers = b.evaluate(f"[...document.querySelectorAll('{part} li')].map(li => li.textContent)")
+    assert len(answers) == len(asked["answers"]) == 3 and all(a.startswith(str(x)[:20]) for a, x in zip(answers, asked["answers"], strict=True))
+    figures = b.evaluate(f"document.querySelector('{part} dl').textContent")
+    assert f"Top-k overlap{asked['jaccard']:.3f}" in figures and f"Answers agree{asked['agreement']:.3f}" in figures
+    plain = next(c for c in robustness["paraphrase"]["cases"] if c["id"] == asked["id"])  # no rewrite of its own
+    said = b.evaluate(f"document.querySelector('#cases tr.detail[data-for=\"{asked['id']}\"] .paraphrase').textContent")
+    assert plain["rewrites"] == [] and "No rewrite was asked" in said and "Found on the original" not in said
+    shot(b, "paraphrase-and-stability.png")
+    only_the_page(b, ws / "report.html")

@@ -386,6 +386,10 @@
     const p = c.paraphrase;
     if (!p) return null;
     const part = el("div", { cls: "paraphrase" }, el("h4", { text: "Paraphrases" }));
+    if (!(p.rewrites || []).length) {
+      part.append(el("p", { text: "No rewrite was asked: the golden set gives this case no paraphrases, and none were generated." }));
+      return part;
+    }
     part.append(el("p", { text: p.found === true ? "Found on the original question." : p.found === false ? "Not found on the original question." : "The original question's call failed." }));
     const ul = el("ul", { cls: "reasons" });
     for (const r of p.rewrites || []) {
