@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.gitlab import AUTH_SCHEMES
+from gate.render import WHEN
 
 
 def add_parser(sub: Any) -> None:
@@ -26,6 +27,8 @@ def add_parser(sub: Any) -> None:
     note.add_argument("--api-url", metavar="URL", help="the API's root (default: CI_API_V4_URL)")
     note.add_argument("--project", metavar="ID", help="the project's id or path (default: CI_PROJECT_ID)")
     note.add_argument("--merge-request", metavar="IID", help="the merge request's number (default: CI_MERGE_REQUEST_IID)")
+    note.add_argument("--when", default="always", choices=WHEN, help="when to post: always (the default); on-failure (a "
+                      "passing run posts nothing, and turns the note an earlier failing run left into a short 'passed'); never")
 
 
 def cmd_gitlab(args: argparse.Namespace) -> int:
@@ -33,5 +36,5 @@ def cmd_gitlab(args: argparse.Namespace) -> int:
 
     target = note_target(os.environ, token_env=args.token_env, auth=args.auth, api_url=args.api_url, project=args.project,
                          iid=args.merge_request)
-    print(f"rag-gate: {post_note(Path(args.report), target, os.environ.get('CI_JOB_URL'))}", flush=True)
+    print(f"rag-gate: {post_note(Path(args.report), target, os.environ.get('CI_JOB_URL'), args.when)}", flush=True)
     return 0

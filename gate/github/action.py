@@ -34,10 +34,11 @@ from gate.github.comment import (
     run_page_url,
     summary_text,
 )
+from gate.render import WHEN
 
 MODES = ("gate", "record", "report", "merge", "watch")
 WATCH_EVENTS = ("schedule", "deployment", "deployment_status", "repository_dispatch")  # default mode watch
-COMMENT_POLICIES = ("always", "on-failure", "never")
+COMMENT_POLICIES = WHEN  # the comment input: always, on-failure, never (the GitLab note's --when too)
 MAX_ANNOTATIONS = 10
 
 

@@ -10,10 +10,9 @@ from typing import Any
 
 from gate.core.report import Report
 from gate.github.commands import emit
-from gate.render import RUN_PAGE
+from gate.render import NEUTRAL_BODY, RUN_PAGE
 
 COMMENT_ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # the spec schema's pattern for report.comment_id
-NEUTRAL_BODY = "## ✅ rag-gate passed\n\nEvery gate passes now; the earlier failure report was replaced.\n"
 SUMMARY_LIMIT = 1024 * 1024  # GitHub's limit for one step's job summary
 REPORT_ARTIFACT_LIMIT = 20 * 1024 * 1024
 

@@ -55,18 +55,27 @@ def note_target(env: Mapping[str, str], *, token_env: str, auth: str, api_url: s
     return NoteTarget(url, proj, int(raw_iid), token.strip(), auth)
 
 
-def post_note(report_path: Path, target: NoteTarget, job_url: str | None = None) -> str:
-    """Create or edit the merge request note from the report at ``report_path``; what happened, in words."""
+def post_note(report_path: Path, target: NoteTarget, job_url: str | None = None, when: str = "always") -> str:
+    """Create or edit the merge request note from the report at ``report_path``; what happened, in words. ``when``, as
+    the action's ``comment`` input: always; on-failure (a passing run posts nothing, and neutralises the note an
+    earlier failing run left); never."""
     from gate.gitlab.client import GitLabClient
     from gate.io.reports import read_report
+    from gate.render import NEUTRAL_BODY
     from gate.render.gitlab import render_note
     from gate.render.markdown import marker
 
     if target.iid is None:
         return "not a merge request pipeline (no CI_MERGE_REQUEST_IID): no note posted"
+    if when == "never":
+        return "note: never (--when never)"
     report = read_report(report_path, allow_error=True)  # a run that could not complete is worth a note too
     mark = marker(report["run"].get("comment_id") or "default")
-    body = render_note(report, job_url)
     with GitLabClient(target.api_url, target.token, target.project, auth=target.auth) as client:
-        note_id, what = client.upsert_note(target.iid, body, mark)
+        if when == "on-failure" and report["verdict"] == "pass":
+            if client.find_note(target.iid, mark) is None:
+                return "passed: no note needed (--when on-failure)"
+            _, what = client.upsert_note(target.iid, f"{mark}\n{NEUTRAL_BODY}", mark)
+            return "passed: the earlier failure note was neutralised" if what == "updated" else f"passed: the passed note is {what}"
+        note_id, what = client.upsert_note(target.iid, render_note(report, job_url), mark)
     return f"note {what} on merge request !{target.iid} (note {note_id})"

@@ -11,6 +11,9 @@ from gate.core.report import Report, StageResult, StoredRun
 STATUS_ICON = {"pass": "✅", "fail": "❌", "error": "⚠️", "skipped": "⏭️"}
 VERDICT_TITLE = {"pass": "passed", "fail": "failed", "error": "could not complete"}
 STAGE_ORDER = ("retrieval", "generation", "robustness")
+# what the one comment (GitHub) or note (GitLab) becomes when a run passes after a failure, with "on-failure"
+NEUTRAL_BODY = "## ✅ rag-gate passed\n\nEvery gate passes now; the earlier failure report was replaced.\n"
+WHEN = ("always", "on-failure", "never")  # when the comment or note is posted
 
 
 def is_ms(metric: str) -> bool:

@@ -217,3 +217,35 @@ def _report(ws: Path) -> str:
         assert done.returncode == 0, done.stderr
         _REPORT_CACHE["text"] = (ws / "r.json").read_text(encoding="utf-8")
     return _REPORT_CACHE["text"]
+
+
+def test_when_on_failure_a_pass_posts_nothing_and_neutralises_an_earlier_failure(gitlab: GitLabServer, tmp_path: Path):
+    ws = workspace(tmp_path)
+    env = ci_env(gitlab, RAG_GATE_NOTE="on-failure")
+    assert run_job("rag-gate", ws, env).returncode == 0
+    quiet = run_job("rag-gate-note", ws, env)
+    assert quiet.returncode == 0 and "passed: no note needed" in quiet.stdout, quiet.stdout + quiet.stderr
+    assert gitlab.notes(MR) == [] and gitlab.count("POST") == 0
+    impossible_threshold(ws)
+    assert run_job("rag-gate", ws, env).returncode == 1
+    failed = run_job("rag-gate-note", ws, env)
+    assert "note created" in failed.stdout, failed.stdout + failed.stderr
+    (note,) = gitlab.notes(MR)
+    assert "rag-gate failed" in note["body"]
+    restore_threshold(ws)
+    assert run_job("rag-gate", ws, env).returncode == 0
+    passed = run_job("rag-gate-note", ws, env)
+    assert "passed: the earlier failure note was neutralised" in passed.stdout, passed.stdout + passed.stderr
+    (same,) = gitlab.notes(MR)
+    assert same["id"] == note["id"] and MARK in same["body"] and "rag-gate passed" in same["body"] and "failed" not in same["body"]
+    assert "passed: the passed note is unchanged" in run_job("rag-gate-note", ws, env).stdout
+
+
+def test_when_never_asks_gitlab_nothing(gitlab: GitLabServer, tmp_path: Path):
+    ws = workspace(tmp_path)
+    env = ci_env(gitlab, RAG_GATE_NOTE="never")
+    assert run_job("rag-gate", ws, env).returncode == 0
+    done = run_job("rag-gate-note", ws, env)
+    assert done.returncode == 0 and "note: never" in done.stdout and gitlab.received == []
+    wrong = note_cli(ws, ci_env(gitlab), "--when", "sometimes")
+    assert wrong.returncode == 2 and "--when" in wrong.stderr and "on-failure" in wrong.stderr
