@@ -28,8 +28,9 @@ def add_parsers(golden_sub: Any) -> None:
                     "JSONL, a JSON list, or CSV by its .csv name); repeat it to join several")
     gi.add_argument("--topics", metavar="PATH", help="trec: the topics (<top> blocks, <topic number=...>, or qid<TAB>text lines)")
     gi.add_argument("--qrels", metavar="PATH", help="trec: the qrels (qid iteration docid grade a line)")
-    gi.add_argument("--query-field", choices=("title", "description"), default="title", help="trec: the topic field that is "
-                    "the question (default title; the others go to metadata)")
+    gi.add_argument("--query-field", choices=("title", "description", "question"), default="title", help="trec: the topic "
+                    "field that is the question (default title; <query> counts as title; TREC-COVID's <question>; the "
+                    "others go to metadata)")
     gi.add_argument("--map", metavar="FIELD=COLUMN,...", help="csv: which column fills which field, e.g. question=Question,"
                     "ground_truth=Expected,relevant_doc_ids=Doc IDs,metadata.owner=Owner (default: the columns named as fields)")
     gi.add_argument("--sep", default=";", help="csv: what separates the items of a list cell (default ';')")

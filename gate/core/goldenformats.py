@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import tokenize
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,15 +73,12 @@ def _listed(value: Any, name: str, split: str | None = None) -> list[str] | str:
         text = value.strip()
         if not text:
             return []
-        if not text.startswith("["):
+        listed = _list_text(text) if text.startswith("[") else None
+        if listed is None and split is None and text.startswith("["):  # RAGAS's CSV writes each list column as one
+            return f"{name!r} looks like a list but is neither JSON nor Python's list of strings: {text[:60]!r}"
+        if listed is None:  # DeepEval's joined contexts, even one that starts with "[" ("[1] Loans last 21 days.")
             return [p.strip() for p in text.split(split) if p.strip()] if split else [text]
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            try:
-                value = ast.literal_eval(text)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                return f"{name!r} looks like a list but is neither JSON nor Python's list of strings: {text[:60]!r}"
+        value = listed
     if not isinstance(value, list):
         return f"{name!r} must be a list of strings, got {_kind(value)}"
     out: list[str] = []
@@ -92,6 +90,40 @@ def _listed(value: Any, name: str, split: str | None = None) -> list[str] | str:
         if item.strip():
             out.append(item)
     return out
+
+
+def _list_text(text: str) -> list[Any] | None:
+    """A list written as text: JSON, Python's repr of a list, or numpy's repr of an array of strings (what a Hugging
+    Face dataset's ``to_csv`` writes: ``['a' 'b']``, no commas, which Python would read as one string ``'ab'``): its
+    items, each string literal one item; None when the text is none of these."""
+    try:
+        value = json.loads(text)
+        return value if isinstance(value, list) else None
+    except (ValueError, RecursionError):
+        pass
+    lines = iter(text.splitlines(keepends=True))
+    skip = (tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT)
+    try:
+        tokens = [t for t in tokenize.generate_tokens(lambda: next(lines, "")) if t.type not in skip]
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    if len(tokens) < 2 or tokens[0].string != "[" or tokens[-1].string != "]":
+        return None
+    items: list[Any] = []
+    for tok in tokens[1:-1]:
+        if tok.type == tokenize.STRING:
+            try:
+                item = ast.literal_eval(tok.string)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None
+            if not isinstance(item, str):
+                return None
+            items.append(item)
+        elif tok.type == tokenize.NUMBER and tok.string.isdigit():
+            items.append(int(tok.string))
+        elif tok.string != ",":
+            return None
+    return items
 
 
 def _object(value: Any, name: str) -> dict[str, Any] | str:
@@ -247,22 +279,29 @@ def finish(candidates: Iterable[tuple[str, Row | str]]) -> Imported:
     """The rows checked as the golden set's loader checks them, ids derived where absent (gate.core.cases.derive_id)
     and made unique (``-2``, ``-3``... after the first); every row that cannot be a case dropped with its reason."""
     out = Imported()
-    seen: dict[str, tuple[str, str]] = {}  # id -> where it was first, its question
+    kept: list[tuple[str, Row, GoldenCase]] = []
     for where, row in candidates:
-        if isinstance(row, str):
-            out.dropped.append((where, row))
-            continue
-        parsed = parse_case(row)
+        parsed = row if isinstance(row, str) else parse_case(row)
         if isinstance(parsed, str):
             out.dropped.append((where, parsed))
             continue
+        assert isinstance(row, dict)
+        kept.append((where, row, parsed))
+    # an id the file gives is kept where it first appears: no derived id, nor a -2 made for another row, takes it
+    given: dict[str, str] = {}
+    for where, row, parsed in kept:
+        if row.get("id") is not None:
+            given.setdefault(parsed.id, where)
+    seen: dict[str, tuple[str, str]] = {}  # id -> where it is written, its question
+    for where, row, parsed in kept:
+        case_id = parsed.id
         if row.get("id") is None:
             out.derived += 1
-        case_id = parsed.id
-        if case_id in seen:
-            first, question = seen[case_id]
+        taken = case_id in seen or (row.get("id") is None and case_id in given) or given.get(case_id, where) != where
+        if taken:
+            first, question = seen.get(case_id, (given.get(case_id, ""), ""))
             n = 2
-            while f"{case_id}-{n}" in seen:
+            while f"{case_id}-{n}" in seen or f"{case_id}-{n}" in given:
                 n += 1
             why = f"the same question as {first}" if question == parsed.question else f"the id of {first}"
             out.renamed.append((where, case_id, f"{case_id}-{n}", why))
@@ -345,6 +384,7 @@ def from_trec(topics: Sequence[Record], qrels: Sequence[Qrel]) -> tuple[list[tup
     the qrels is above 1, else a list); a topic with none is dropped, and so are the qrels of a topic the topics do
     not hold (said once a topic). Also the notes: judgements repeated (the highest grade kept)."""
     known = {t.value["id"] for t in topics if isinstance(t.value, dict)}
+    dropped = {v.split(" ")[1] for t in topics if isinstance(v := t.value, str) and v.startswith("topic ")}
     judged: dict[str, dict[str, int]] = {}
     strays: dict[str, list[str]] = {}
     repeated = 0
@@ -371,6 +411,10 @@ def from_trec(topics: Sequence[Record], qrels: Sequence[Qrel]) -> tuple[list[tup
         out.append((t.where, {**t.value, "relevant_doc_ids": relevant if graded else list(relevant)}))
     for qid, wheres in strays.items():
         more = f" (and {len(wheres) - 1} more line(s))" if len(wheres) > 1 else ""
-        out.append((wheres[0] + more, f"a judgement for topic {qid}, which the topics do not hold"))
+        if qid in dropped:
+            continue  # its topic is dropped, and said so
+        near = next((k for k in known if k.lstrip("0") == qid.lstrip("0")), None)
+        hint = f" (the topics have {near!r}: the numbers must be written alike)" if near else ""
+        out.append((wheres[0] + more, f"a judgement for topic {qid}, which the topics do not hold{hint}"))
     notes = [f"{repeated} judgement(s) repeated in the qrels: the highest grade kept"] if repeated else []
     return out, notes

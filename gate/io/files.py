@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gate.core.errors import RunError
+from gate.core.errors import InputError, RunError
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"))
@@ -81,11 +81,16 @@ def _unwritable(what: str, target: Path, exc: OSError) -> RunError:
 
 def write_text(path: str | os.PathLike[str], text: str | bytes, *, what: str = "file") -> None:
     """Write ``text`` (str, written as UTF-8; or its bytes, written as they are) to ``path`` atomically; '-' writes
-    to stdout. Never leaves a half-written file."""
+    to stdout. Never leaves a half-written file. A symbolic link is written through (the file it names is replaced,
+    the link kept); a path that is a device, a FIFO or a directory is refused (InputError), never replaced by a file."""
     if str(path) == "-":
         _to_stdout(text)
         return
-    target = Path(path)
+    target = Path(os.path.realpath(path))
+    kind = not_regular(target)
+    if kind is not None:
+        raise InputError(f"{path}: is {kind}, not a regular file: the {what} is written as a new file put in its place",
+                         hint="give a file's path (or - for standard output)")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(target)

@@ -7,6 +7,7 @@ gate.core.goldenformats's."""
 from __future__ import annotations
 
 import csv
+import io
 import re
 from pathlib import Path
 
@@ -16,6 +17,14 @@ from gate.io.golden import iter_jsonl, open_regular
 from gate.io.jsonparse import BadJSON, parse
 
 TSV_HEADERS = {"qid", "query_id", "id", "topic_id", "topic", "num", "number"}
+CSV_CELL_LIMIT = 1 << 30  # characters in one cell (Python's csv stops at 131,072 by default: a long passage is more)
+_LINE_END = re.compile(r"\r\n|\r|\n")  # what ends a line of these files (not U+2028 nor U+0085, as str.splitlines has it)
+
+
+def lines_of(text: str) -> list[str]:
+    """The lines of a text file, split at its line ends only."""
+    lines = _LINE_END.split(text)
+    return lines[:-1] if lines and lines[-1] == "" else lines
 QUERY_FIELDS = ("title", "description")
 
 
@@ -55,7 +64,8 @@ def read_csv(path: Path, delimiter: str = ",") -> tuple[list[str], list[tuple[in
     """The header and the rows (the line each starts on, its cells) of a CSV file; InputError for no header, a
     repeated or blank column name, a row of more cells than the header, or a cell csv cannot read."""
     text = read_text(path)
-    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter, strict=True)
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_CELL_LIMIT))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     try:
         header = [c.strip() for c in next(reader, [])]
         if not any(header):
@@ -82,7 +92,7 @@ def read_csv(path: Path, delimiter: str = ",") -> tuple[list[str], list[tuple[in
 _TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
 _TOPIC = re.compile(r"<topic\b([^>]*)>(.*?)</topic>", re.S | re.I)
 _NUMBER_ATTR = re.compile(r"""number\s*=\s*["']?([^"'\s>]+)""", re.I)
-_TAG = re.compile(r"<(num|title|desc|narr|query|description|narrative)>", re.I)
+_TAG = re.compile(r"<([A-Za-z][\w-]*)>")  # every field's opening tag: the known ones and any other (TREC-COVID's <question>)
 _LABELS = {"num": "number:", "title": "topic:", "desc": "description:", "narr": "narrative:"}
 _NAMES = {"desc": "description", "narr": "narrative", "query": "title"}
 
@@ -132,7 +142,7 @@ def parse_topics(text: str, where: str, query: str = "title") -> list[Record]:
 
 def _tsv_topics(text: str, where: str) -> list[Record]:
     out: list[Record] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(lines_of(text), 1):
         if not line.strip():
             continue
         qid, tab, rest = line.partition("\t")
@@ -152,7 +162,7 @@ def parse_qrels(text: str, where: str) -> list[Qrel]:
     """Every judgement of a qrels text (``qid iteration docid grade``, whitespace-separated); InputError naming the
     line for any other shape or a grade that is no whole number."""
     out = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(lines_of(text), 1):
         parts = line.split()
         if not parts:
             continue

@@ -34,7 +34,7 @@ def imported(ws: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], li
     proc = rag_gate(ws, "golden", "import", *args)
     assert proc.returncode == 0, proc.stderr
     out = ws / args[args.index("--out") + 1]
-    return proc, [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    return proc, [json.loads(line) for line in out.read_text(encoding="utf-8").split("\n") if line]  # not splitlines: U+2028
 
 
 def refused(ws: Path, *args: str) -> str:
@@ -271,3 +271,61 @@ def test_ragas_export_loads_in_ragas_and_imports_back_on_what_ragas_holds(tmp_pa
     assert [[getattr(c, f) for f in fields] + [list(c.relevant)] for c in back] == \
            [[getattr(c, f) for f in fields] + [list(c.relevant)] for c in answerable]
     assert "8 row(s) dropped" in proc.stdout  # the out_of_scope and adversarial cases: RAGAS has no place for their type
+
+
+def test_line_separators_inside_a_cell_and_a_long_cell_stay_in_their_row(tmp_path: Path) -> None:
+    """U+2028 and U+0085 are no line ends in a CSV (str.splitlines took them for some); a cell over Python's csv limit
+    of 131,072 characters (a long passage) is read."""
+    long = "x" * 200_000
+    (tmp_path / "sheet.csv").write_text(f"question,ground_truth,relevant_texts\nIs it A\u2028or B?,Both\u0085of them.,{long}\n",
+                                        encoding="utf-8")
+    _, rows = imported(tmp_path, "--format", "csv", "--in", "sheet.csv", "--out", "golden.jsonl")
+    assert [(r["question"], r["ground_truth"], len(r["relevant_texts"][0])) for r in rows] == [
+        ("Is it A\u2028or B?", "Both\u0085of them.", 200_000)]
+    assert [c.question for c in load_golden_set(tmp_path / "golden.jsonl")] == ["Is it A\u2028or B?"]  # and it loads
+
+
+COVID_TOPICS = """<topics>
+<topic number="1">
+  <query>coronavirus origin</query>
+  <question>what is the origin of COVID-19</question>
+  <narrative>seeking range of information about the SARS-CoV-2 virus's origin</narrative>
+</topic>
+<topic number="2">
+  <query>coronavirus response to weather changes</query>
+  <question>how does the coronavirus respond to changes in the weather</question>
+</topic>
+</topics>
+"""
+
+
+def test_trec_covid_topics_keep_each_field_apart_and_the_question_field_can_be_asked(tmp_path: Path) -> None:
+    (tmp_path / "topics.xml").write_text(COVID_TOPICS, encoding="utf-8")
+    (tmp_path / "qrels.txt").write_text("1 0.5 010vptx3 2\n2 0 01goni72 1\n02 0 x 1\n", encoding="utf-8")
+    proc, rows = imported(tmp_path, "--format", "trec", "--topics", "topics.xml", "--qrels", "qrels.txt", "--out", "g.jsonl")
+    assert [r["question"] for r in rows] == ["coronavirus origin", "coronavirus response to weather changes"]
+    assert rows[0]["metadata"]["question"] == "what is the origin of COVID-19"
+    assert "topic 02, which the topics do not hold (the topics have '2': the numbers must be written alike)" in proc.stdout
+    _, asked = imported(tmp_path, "--format", "trec", "--topics", "topics.xml", "--qrels", "qrels.txt", "--query-field",
+                        "question", "--out", "q.jsonl")
+    assert [r["question"] for r in asked] == ["what is the origin of COVID-19", "how does the coronavirus respond to changes in the weather"]
+
+
+def test_the_qrels_of_a_dropped_topic_are_not_called_strays(tmp_path: Path) -> None:
+    (tmp_path / "topics.tsv").write_text("1\tfirst\n2\t\n", encoding="utf-8")
+    (tmp_path / "qrels.txt").write_text("1 0 a 1\n2 0 b 1\n", encoding="utf-8")
+    proc, rows = imported(tmp_path, "--format", "trec", "--topics", "topics.tsv", "--qrels", "qrels.txt", "--out", "g.jsonl")
+    assert [r["id"] for r in rows] == ["1"]
+    dropped = [line for line in proc.stdout.splitlines() if line.startswith("dropped: ")]
+    assert dropped == ["dropped: topics.tsv:2: topic 2 has no text"]
+
+
+def test_the_output_is_never_put_in_place_of_a_device_and_a_link_is_written_through(tmp_path: Path) -> None:
+    (tmp_path / "sheet.csv").write_text("question,relevant_doc_ids\nQ?,d1\n", encoding="utf-8")
+    said = refused(tmp_path, "import", "--format", "csv", "--in", "sheet.csv", "--out", "/dev/full")
+    assert "/dev/full: is a character device, not a regular file" in said
+    assert Path("/dev/full").is_char_device()
+    (tmp_path / "real.jsonl").write_text("old\n", encoding="utf-8")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "real.jsonl")
+    imported(tmp_path, "--format", "csv", "--in", "sheet.csv", "--out", "link.jsonl")
+    assert (tmp_path / "link.jsonl").is_symlink() and json.loads((tmp_path / "real.jsonl").read_text(encoding="utf-8"))["question"] == "Q?"

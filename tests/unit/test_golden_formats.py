@@ -29,9 +29,26 @@ def test_a_ragas_sample_maps_reference_to_ground_truth_ids_and_contexts() -> Non
 
 
 def test_ragas_lists_written_as_python_text_by_to_csv_are_read() -> None:
-    row = gf.from_ragas({"user_input": "Q?", "reference_contexts": "['it''s', \"x, \\\"y\\\"\"]", "reference_context_ids": '["a"]'})
+    row = gf.from_ragas({"user_input": "Q?", "reference_contexts": "[\"it's\", 'x, \"y\"']", "reference_context_ids": '["a"]'})
     assert isinstance(row, dict)
-    assert row["relevant_texts"] == ["its", 'x, "y"'] and row["relevant_doc_ids"] == ["a"]
+    assert row["relevant_texts"] == ["it's", 'x, "y"'] and row["relevant_doc_ids"] == ["a"]
+
+
+def test_numpy_arrays_written_by_a_hugging_face_datasets_to_csv_are_one_item_a_string() -> None:
+    """``Dataset.to_csv`` writes a list column as numpy's repr: no commas, lines wrapped. Python would read the
+    adjacent literals as one string."""
+    text = "['Loans last 21 days.' 'Renew twice.'\n 'Fines are 10 cents.']"
+    row = gf.from_ragas({"user_input": "Q?", "reference_contexts": text})
+    assert isinstance(row, dict) and row["relevant_texts"] == ["Loans last 21 days.", "Renew twice.", "Fines are 10 cents."]
+    row = gf.from_ragas({"user_input": "Q?", "reference_contexts": "['it' 's']"})
+    assert isinstance(row, dict) and row["relevant_texts"] == ["it", "s"]
+
+
+def test_a_deepeval_context_that_starts_with_a_bracket_is_text() -> None:
+    row = gf.from_deepeval({"input": "Q?", "context": "[1] Loans last 21 days.|[2] Renew twice."})
+    assert isinstance(row, dict) and row["relevant_texts"] == ["[1] Loans last 21 days.", "[2] Renew twice."]
+    row = gf.from_deepeval({"input": "Q?", "context": "[1] Loans last 21 days. [see 2]"})
+    assert isinstance(row, dict) and row["relevant_texts"] == ["[1] Loans last 21 days. [see 2]"]
 
 
 def test_a_testset_sample_keeps_its_synthesizer_as_question_type_and_metadata() -> None:
@@ -91,10 +108,11 @@ def test_finish_derives_ids_as_the_loader_does_makes_them_unique_and_checks_each
                      ("f line 6", {"id": "k", "question": "Third?", "relevant_doc_ids": ["d"]}),
                      ("f line 7", {"id": "k-2", "question": "Fourth?", "relevant_doc_ids": ["d"]})])
     ids = [r["id"] for r in out.rows]
-    assert ids == [derive_id("Same?"), derive_id("Same?") + "-2", "k", "k-2", "k-2-2"]
+    # the file's own k-2 keeps its id: the second k becomes k-3, not the k-2 a later row holds
+    assert ids == [derive_id("Same?"), derive_id("Same?") + "-2", "k", "k-3", "k-2"]
     assert out.derived == 2
     assert out.renamed == [("f line 2", derive_id("Same?"), derive_id("Same?") + "-2", "the same question as f line 1"),
-                           ("f line 6", "k", "k-2", "the id of f line 5"), ("f line 7", "k-2", "k-2-2", "the id of f line 6")]
+                           ("f line 6", "k", "k-3", "the id of f line 5")]
     assert [w for w, _ in out.dropped] == ["f line 3", "f line 4"]
     assert "'type' must be one of" in out.dropped[1][1]
     assert all(not isinstance(parse_case(r), str) for r in out.rows)
@@ -232,3 +250,11 @@ def test_ragas_export_then_import_is_the_identity_on_what_ragas_holds_and_counts
     assert lost == {"id": 1, "tags": 1, "category": 1, "question_type": 1, "expected_keywords": 1, "checks": 1,
                     "paraphrases": 1, "metadata": 1, "relevance grades": 1}
     assert gf.not_carried([original], "deepeval") == {}
+
+
+def test_an_id_the_file_gives_is_never_taken_by_a_derived_or_renamed_one() -> None:
+    derived = derive_id("Where?")
+    out = gf.finish([("f line 1", {"question": "Where?", "relevant_texts": ["x"]}),
+                     ("f line 2", {"id": derived, "question": "Elsewhere?", "relevant_texts": ["y"]})])
+    assert [r["id"] for r in out.rows] == [derived + "-2", derived]
+    assert out.renamed == [("f line 1", derived, derived + "-2", "the id of f line 2")]
