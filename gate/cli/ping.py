@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -58,7 +59,12 @@ def failed(target: Target, error: str) -> str:
     """How a failed ping call is said: a body of the wrong shape is no service that cannot be reached."""
     if target.wrong_shape is not None or "returned the wrong shape" in error:
         return "returned the wrong shape"
-    return "NOT reachable"
+    if target.unreachable is not None:
+        return "NOT reachable"
+    status = re.search(r"\bHTTP (\d{3})\b", error) if target.kind == "http" else None
+    if target.refused is not None or (status and status.group(1).startswith("4")):
+        return f"reached, but it answered HTTP {status.group(1)}" if status else "reached, but it refused the call"
+    return "reached, but the call failed" if target.kind == "http" else "failed"
 
 
 def ping_judge(spec: Spec, env: Mapping[str, str] | None = None) -> tuple[bool, str]:

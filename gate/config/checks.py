@@ -162,8 +162,9 @@ def _engines_hint() -> str:
     if os.environ.get("RAG_GATE_IMAGE") == "slim":
         return ("this is the action's slim image, which holds no judge engine: use the full action, `uses: OWNER/rag-gate@VERSION` "
                 "(not `OWNER/rag-gate/slim@VERSION`), whose image has RAGAS and DeepEval")
-    return ("install the judges extra into rag-gate's environment: pip install -e '.[judges]' in a clone of rag-gate "
-            "(the action's full Docker image has them)")
+    return ("install the judges extra into rag-gate's environment: pip install -e '.[judges]' in a clone of rag-gate, or "
+            "pip install 'rag-gate[judges] @ git+https://github.com/OWNER/rag-gate@VERSION' (the action's full Docker image "
+            "has them)")
 
 
 def _check_pair_keys(spec: Spec) -> list[InputError]:

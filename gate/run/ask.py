@@ -41,6 +41,10 @@ def collect_outputs(
         if target.unreachable:
             raise RunError(f"the target cannot be reached: {target.unreachable}",
                            hint="start the service (or fix target.http.url) and run again; no other case was asked")
+        if target.refused:
+            raise RunError(f"the target refused the first case ({first.case_id}), as it would every case: {target.refused}",
+                           hint="check target.http.url (its path), the headers (credentials) and the request mapping "
+                                "(target.http.request; preset: langserve for a LangServe chain); no other case was asked")
         if target.wrong_shape:
             raise RunError(f"the target returned the wrong shape for case {first.case_id}: {target.wrong_shape}",
                            hint=f"{target.shape_hint or 'fix what the target returns'}; no other case was asked")

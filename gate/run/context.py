@@ -14,7 +14,7 @@ from gate.core.model import TargetOutput
 from gate.core.report import HistoryEntry, StageMeasurement, StoredRun, SystemInfo, TracesInfo
 from gate.judges import resolve_judge
 from gate.run.load import Loaded
-from gate.run.notes import passage_text_warning, pending_note, target_notes
+from gate.run.notes import passage_text_warning, pending_note, retrieval_warning, target_notes
 from gate.run.options import RunOptions
 from gate.stages.context import StageContext, Traffic
 
@@ -77,10 +77,12 @@ class RunFacts:
 def run_facts(loaded: Loaded, options: RunOptions, measured: Measured, duration_s: float, deadline_note: str | None) -> RunFacts:
     """The facts the report records: a single run's and a merge's alike (``options.commit`` says which commit)."""
     no_text = passage_text_warning(loaded.spec, measured.outputs)
+    no_ids = retrieval_warning(loaded.spec, loaded.cases, measured.outputs)
     return RunFacts(created_at=options.now(), commit=options.commit, duration_s=duration_s, deadline_note=deadline_note,
                     baseline=loaded.baseline, baseline_source=loaded.source,
                     history=loaded.history,  # every stage picks the runs it can compare with (gate.run.evaluate.gate_stages)
-                    warnings=[*loaded.store.warnings, *([no_text] if no_text else []), *pending_note(loaded)],
+                    warnings=[*loaded.store.warnings, *([no_text] if no_text else []), *([no_ids] if no_ids else []),
+                              *pending_note(loaded)],
                     target_kind=measured.target_kind, target_notes=target_notes(loaded.cases, measured.outputs, measured.unmatched),
                     pull_request=options.pull_request, run_url=options.run_url, corpus_ids=loaded.corpus_ids,
                     system=summarise_system(o.system for o in measured.outputs.values() if o.error is None), kind=options.kind,

@@ -4,6 +4,7 @@ order, answers without passage text, generated cases left out, and how far a run
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -60,6 +61,44 @@ def passage_text_warning(spec: Spec, outputs: Mapping[str, TargetOutput]) -> str
         key = "a 'text' in each retrieved item the python target returns (or 'contexts')"
     return (f"{len(bare)} of {len(answered)} answers carry no passage text, which {' and '.join(needs)} need: "
             f"set {key} to the field that holds each passage's text")
+
+
+# an id a framework makes up for a document: a UUID (LlamaIndex's node ids) or a long hex digest (Haystack's ids)
+MADE_UP_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32,}", re.I)
+
+
+def _retrieved_key(spec: Spec) -> str:
+    target = spec.target
+    if "http" in target:
+        preset = " (a LangServe chain whose output is a string returns none)" if target["http"].get("preset") else ""
+        return f"target.http.response.retrieved (now {target['http']['response']['retrieved']!r}){preset}"
+    if "results" in target:
+        return "'retrieved' on each line of the results file"
+    return "the documents the python target returns (or its retriever)"
+
+
+def retrieval_warning(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> str | None:
+    """A warning when the retrieval metrics are 0 for a reason in the target's answers, not in the retriever: no
+    answer holds a passage at all, or no relevant id was retrieved for any case while the ids retrieved look made up
+    by a framework (LlamaIndex's and Haystack's own ids, where the user's ids sit in the metadata)."""
+    retrieval = spec.stages.retrieval
+    if retrieval is None or retrieval.match.level == "text" or spec.traces is not None:
+        return None
+    answered = [(c, outputs[c.id]) for c in cases if c.answerable and c.id in outputs and outputs[c.id].error is None]
+    if not answered:
+        return None
+    if not any(o.retrieved for _, o in answered):
+        return (f"none of the {len(answered)} answers holds a retrieved passage, so every retrieval metric is 0: set "
+                f"{_retrieved_key(spec)} to where the passages are")
+    if any(r in {d.id for d in o.retrieved} for c, o in answered for r in c.relevant):
+        return None
+    ids = [d.id for _, o in answered for d in o.retrieved]
+    made_up = [i for i in ids if MADE_UP_ID.fullmatch(i)]
+    if len(made_up) * 2 < len(ids):
+        return None
+    return (f"no relevant id was retrieved for any of the {len(answered)} cases, and {len(made_up)} of the {len(ids)} ids "
+            f"retrieved look made up (such as {made_up[0]!r}): LlamaIndex and Haystack give documents ids of their own; "
+            "if yours are in the metadata, set id_key (target.python.id_key, or target.results: {path, id_key}) to its key")
 
 
 def deadline_note(deadline: Deadline, outputs: Mapping[str, TargetOutput], judged: Mapping[str, StageMeasurement]) -> str | None:

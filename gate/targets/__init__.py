@@ -36,6 +36,7 @@ class Target:
     ask_first_alone: ClassVar[bool] = False  # ask the first case alone: if its answer had the wrong shape, stop there
     unreachable: str | None = None  # why the last call could not connect at all (a service that is down), if so
     wrong_shape: str | None = None  # why the last answer had the wrong shape (what was received, the mapping to set), if so
+    refused: str | None = None  # why the last call was refused for a reason every case shares (HTTP 401, 403, 405), if so
     shape_hint: str | None = None  # what to set or return instead, for the last answer of the wrong shape
     unmatched: Sequence[int] = ()  # lines of a results file that match no golden case
     precomputed_noise: Mapping[str, Mapping[str, Any]] | None = None  # a results file's noise-test answers, by case id

@@ -62,6 +62,15 @@ def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
     obj[last] = value
 
 
+# answers that say the request itself is refused (credentials, method): every case would get the same. Not 404 or 422:
+# a search service may answer them for one question it finds nothing for, or one it finds too long.
+REFUSED_STATUS = frozenset({401, 403, 405})
+
+
+class Refused(RuntimeError):
+    """An error status every case would get too (REFUSED_STATUS): the run stops after the first case."""
+
+
 class PostError(RuntimeError):
     """A call that failed; ``unreachable`` when no attempt even connected (the service is down or the URL is wrong)."""
 
@@ -206,10 +215,11 @@ class HttpTarget(Target):
         raise PostError(f"{reason} after {attempts} attempt{'s' if attempts > 1 else ''}", unreachable=not connected)
 
     def _outcome(self, code: int, content: bytes, encoding: str | None) -> Any:
-        """The JSON of a final answer (not a status that is retried); RuntimeError for an error status or a body that
-        is not JSON."""
+        """The JSON of a final answer (not a status that is retried); RuntimeError for an error status (Refused for one
+        that every case would get too) or a body that is not JSON."""
         if code >= 400:
-            raise RuntimeError(f"HTTP {code}: {self.redactor.shorten(text_of(content, encoding), 200)}")
+            said = f"HTTP {code}: {self.redactor.shorten(text_of(content, encoding), 200)}"
+            raise Refused(said) if code in REFUSED_STATUS else RuntimeError(said)
         try:
             return json_of(content, encoding)
         except ValueError:
@@ -272,6 +282,7 @@ class HttpTarget(Target):
         """The error of a call, naming the URL it went to (credentials and secrets redacted)."""
         if isinstance(exc, PostError) and exc.unreachable:
             self.unreachable = self.redactor(f"{shown or self.shown_url}: {exc}")
+        self.refused = self.redactor(f"{shown or self.shown_url}: {exc}") if isinstance(exc, Refused) else None
         return self.redactor(f"{shown or self.shown_url}: {exc}")
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
@@ -280,7 +291,7 @@ class HttpTarget(Target):
             obj, latency = self.post(self.build_body(case.question, k=k))
         except (RuntimeError, ValueError) as exc:
             return TargetOutput.failed(case.id, self._failed(exc), (time.perf_counter() - start) * 1000)
-        self.unreachable = None
+        self.unreachable = self.refused = None
         try:
             out = self.read(case.id, obj, latency)
         except ValueError as exc:  # gate.targets.ShapeError included
@@ -296,6 +307,10 @@ class HttpTarget(Target):
             return self.response_fields
         fields = {f: next((p for p in places if get_path(obj, p) is not None), places[0])
                   for f, places in self.response_places.items()}
+        if isinstance(obj, dict) and isinstance(obj.get("output"), list) and "retrieved" not in self.explicit_response:
+            fields["retrieved"] = "output"  # a served retriever: its output is the documents, and there is no answer
+            if "answer" not in self.explicit_response:
+                fields["answer"] = "output.answer"  # nowhere in a list
         items = get_path(obj, fields["retrieved"])
         first = items[0] if isinstance(items, list) and items else None
         ids = self.response_places["id"]
@@ -315,7 +330,10 @@ class HttpTarget(Target):
         fields = {**self.fields_of(obj), **({"answer": self.contexts_answer(obj)} if contexts else {})}
         field = "answer" if contexts else misplaced(obj, fields)
         key = f"target.http.{'contexts.' if contexts else ''}response.{field}"
-        where = f"output.{SHAPE_EXAMPLE[field].rsplit('.', 1)[-1]}" if self.preset else SHAPE_EXAMPLE[field]
+        if field in ("id", "text", "score"):  # a document's field: where it is in each document
+            where = f"metadata.{SHAPE_EXAMPLE[field]}" if self.preset and field == "id" else SHAPE_EXAMPLE[field]
+        else:
+            where = f"output.{SHAPE_EXAMPLE[field].rsplit('.', 1)[-1]}" if self.preset else SHAPE_EXAMPLE[field]
         example = f"{{{field}: {where}}}"
         hint = f"set {key} to where {field} is, e.g. `{f'contexts: {{response: {example}}}' if contexts else f'response: {example}'}`"
         if self.preset:

@@ -16,7 +16,7 @@ DEFAULT_REQUEST = {"question": "question", "k": "k", "contexts": "contexts"}
 LANGSERVE_RESPONSE = {
     "retrieved": ("output.context", "output.source_documents"),
     "answer": ("output.answer", "output.result", "output"),
-    "id": ("id", "metadata.id", "metadata.source"),
+    "id": ("id", "metadata.id"),  # not metadata.source: a loader's file path, the same for every chunk of a file
     "text": ("page_content",),
 }
 LANGSERVE_REQUEST = {"question": "input", "k": None, "contexts": None}

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from types import GeneratorType
 from typing import TYPE_CHECKING, Any
 
 from gate.core.errors import InputError
@@ -38,6 +40,17 @@ def import_callable(ref: str, paths: list[str], error: Callable[[str], InputErro
     if not callable(obj):
         raise error(f"{ref!r} is not callable")
     return obj
+
+
+
+def awaited(value: Any) -> Any:
+    """What a call returned, or, for an ``async def`` function's coroutine, what it returns once run (on an event loop
+    of its own: the run asks each case on a worker thread)."""
+    if inspect.iscoroutine(value):
+        import asyncio
+
+        return asyncio.run(value)
+    return value
 
 
 class PythonTarget(Target):
@@ -77,7 +90,7 @@ class PythonTarget(Target):
         try:
             if self.retriever is not None:
                 return self._ask_pair(self.retriever, case, k, start)
-            result = self.function(case.question, k)  # type: ignore[misc]
+            result = awaited(self.function(case.question, k))  # type: ignore[misc]
         except Exception as exc:  # the user's code failed for this case: record it, go on
             return TargetOutput.failed(case.id, f"{type(exc).__name__}: {exc}", (time.perf_counter() - start) * 1000)
         latency = (time.perf_counter() - start) * 1000
@@ -90,13 +103,15 @@ class PythonTarget(Target):
 
     def _ask_pair(self, retriever: Callable[..., Any], case: GoldenCase, k: int, start: float) -> TargetOutput:
         """retriever(question, k), then answerer(question, documents) given the documents as the retriever returned them."""
-        docs = retriever(case.question, k)
+        docs = awaited(retriever(case.question, k))
+        if isinstance(docs, GeneratorType):  # a retriever that yields its documents: the list, given to the answerer too
+            docs = list(docs)
         try:
             retrieved = read_documents(docs, "retriever(question, k)", self.id_key)
         except ShapeError as exc:
             return self._wrong(case, exc, f"return a list of {DOCUMENTS}", (time.perf_counter() - start) * 1000)
         try:
-            answer = None if self.answerer is None else self.answerer(case.question, docs)
+            answer = None if self.answerer is None else awaited(self.answerer(case.question, docs))
         except Exception as exc:  # the user's answerer failed for this case
             return TargetOutput.failed(case.id, f"answerer: {type(exc).__name__}: {exc}", (time.perf_counter() - start) * 1000)
         latency = (time.perf_counter() - start) * 1000
@@ -126,9 +141,11 @@ class PythonTarget(Target):
         who = "" if self.contexts_function is not None else "answerer (given the contexts as strings): "
         start = time.perf_counter()
         try:
-            result = fn(case.question, list(contexts))
+            result = awaited(fn(case.question, list(contexts)))
         except Exception as exc:  # the user's code failed for this case
-            return Answer(None, f"{who}{type(exc).__name__}: {exc}", (time.perf_counter() - start) * 1000)
+            why = (" (the noise test gives the answerer its contexts as strings, not documents: take strings too, or set "
+                   "target.python.contexts_function)") if who and isinstance(exc, (AttributeError, TypeError)) else ""
+            return Answer(None, f"{who}{type(exc).__name__}: {exc}{why}", (time.perf_counter() - start) * 1000)
         latency = (time.perf_counter() - start) * 1000
         try:
             answer = answer_of(result, "the answer")

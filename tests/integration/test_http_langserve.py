@@ -51,6 +51,8 @@ class ChainService(StandIn):
     /answer/invoke       LangServe, a chain answering {"question", "contexts"} with a string
     /custom/invoke       LangServe, input {"query"}, output {"text", "docs"}
     /shape/invoke        LangServe, an output of no known shape
+    /retriever/invoke    LangServe, a served retriever: the output is the list of Documents
+    /loader/invoke       LangServe, Documents as a loader makes them: no id, only metadata.source (the file)
 
     LangServe answers a body without ``input`` with 422 and an unknown path with 404. Every request is recorded."""
 
@@ -94,6 +96,12 @@ class ChainService(StandIn):
                                                             for h in out["retrieved"]]})
         if path == "/shape/invoke":
             return invoked({"reply": "21 days", "passages": []})
+        if path == "/retriever/invoke":
+            return invoked([document(h) for h in quickrag.answer(given, K)["retrieved"]])
+        if path == "/loader/invoke":
+            out = quickrag.answer(given, K)
+            return invoked({"answer": out["answer"], "context": [{"metadata": {"source": "handbook.pdf"}, "page_content": h["text"],
+                                                                  "type": "Document"} for h in out["retrieved"]]})
         return None
 
     def bodies(self, path: str) -> list[Any]:
@@ -331,3 +339,19 @@ def test_the_keys_received_are_shortened_and_their_secrets_masked() -> None:
         t.close()
     assert out.error is not None and secret not in out.error and "'key-***'" in out.error
     assert "x" * 41 not in out.error and "'k7' and 4 more" in out.error  # the first 10 keys, each cut to 40 characters
+
+
+def test_a_served_retriever_gives_the_documents_and_no_answer(service: ChainService) -> None:
+    with target(f"{service.base_url}/retriever", preset="langserve") as t:
+        out = t.ask(case(), K)
+    expected = quickrag.answer(case().question, K)["retrieved"]
+    assert out.error is None and t.wrong_shape is None and out.answer is None
+    assert [d.id for d in out.retrieved] == [h["id"] for h in expected]
+
+
+def test_a_loaders_source_path_is_not_taken_for_an_id(service: ChainService) -> None:
+    """Every chunk of one file has the same metadata.source: read as ids they would all be one passage."""
+    with target(f"{service.base_url}/loader", preset="langserve") as t:
+        out = t.ask(case(), K)
+    assert out.error is not None and t.wrong_shape == out.error
+    assert "set target.http.response.id to where id is, e.g. `response: {id: metadata.doc_id}`" in out.error

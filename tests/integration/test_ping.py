@@ -172,3 +172,29 @@ def test_ping_of_the_python_target_makes_the_noise_tests_call(tmp_path: Path) ->
     answer, noise = target_lines(proc)
     assert "answered case q01" in answer and "(10 passages, an answer)" in answer
     assert noise.startswith("target (python), the noise test's call (an answer from 3 given contexts): answered case q01 in ")
+
+
+def test_a_service_that_answers_an_error_status_is_reached_not_unreachable(tmp_path: Path) -> None:
+    from tests.support.rag_server import status
+
+    with RagServer({}, default=status(404)) as srv:
+        proc = ping_http(tmp_path, f'{{url: "{srv.url}", retries: 0}}', noise=False)
+    assert proc.returncode == 3
+    (line,) = target_lines(proc)
+    assert line.startswith("target (http): reached, but it answered HTTP 404 for case q1: ") and "NOT reachable" not in line
+
+
+def test_a_refused_first_case_stops_the_run_there(tmp_path: Path) -> None:
+    from tests.support.rag_server import status
+
+    (tmp_path / "golden.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "question": f"question {i}?", "relevant_doc_ids": ["d1"]})
+                                                   + "\n" for i in range(20)), encoding="utf-8")
+    with RagServer({}, default=status(401)) as srv:
+        (tmp_path / "rag-eval.yml").write_text(f'version: 1\ngolden_set: golden.jsonl\ntarget:\n  http: {{url: "{srv.url}", retries: 0}}\n'
+                                               "stages:\n  retrieval:\n    metrics: [hit_rate@5]\n", encoding="utf-8")
+        proc = subprocess.run([sys.executable, "-m", "gate", "run", "--config", "rag-eval.yml", "--no-progress"], cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+        asked = len(srv.requests)
+    assert proc.returncode == 3 and asked == 1, proc.stdout + proc.stderr
+    assert "the target refused the first case (q0), as it would every case: " in proc.stderr and "HTTP 401" in proc.stderr
+    assert "no other case was asked" in proc.stderr and "Traceback" not in proc.stderr
