@@ -162,13 +162,17 @@ def cmd_golden_export(args: argparse.Namespace) -> int:
     from gate.io.files import write_text
     from gate.io.golden import load_golden_set
 
+    if args.out != "-" and Path(args.out).suffix.lower() not in (".jsonl", ".json", ".ndjson"):
+        raise InputError(f"must end in .jsonl (JSON lines) or .json (a JSON list), got {args.out!r}",
+                         key="--out")
     if args.golden:
-        path = Path(args.golden)
+        path, read = Path(args.golden), [Path(args.golden)]
     else:
         from gate.config.loader import load_spec
 
         path = load_spec(args.config, unset_ok=True).golden_set_path  # nothing is asked: variables may be unset
-    _refuse_overwrite(args.out, [path])
+        read = [path, Path(args.config)]
+    _refuse_overwrite(args.out, read)
     cases = load_golden_set(path)
     kept = [c for c in cases if not c.pending_review]
     convert = gf.to_ragas if args.format == "ragas" else gf.to_deepeval
@@ -186,8 +190,9 @@ def cmd_golden_export(args: argparse.Namespace) -> int:
     if lost:
         print("not carried (a RAGAS sample has no place for them): " + ", ".join(f"{k} of {n} case(s)" for k, n in lost.items()),
               file=out)
-    load = {"ragas": "EvaluationDataset.from_list(json.load(f))" if args.out.endswith(".json") else "EvaluationDataset.from_jsonl(path)",
-            "deepeval": "EvaluationDataset().add_goldens_from_json_file(path)" if args.out.endswith(".json")
+    listed = args.out.lower().endswith(".json")
+    load = {"ragas": "EvaluationDataset.from_list(json.load(f))" if listed else "EvaluationDataset.from_jsonl(path)",
+            "deepeval": "EvaluationDataset().add_goldens_from_json_file(path)" if listed
             else "EvaluationDataset().add_goldens_from_jsonl_file(path)"}[args.format]
     print(f"load it with {load}", file=out)
     return EXIT_PASS

@@ -329,3 +329,15 @@ def test_the_output_is_never_put_in_place_of_a_device_and_a_link_is_written_thro
     (tmp_path / "link.jsonl").symlink_to(tmp_path / "real.jsonl")
     imported(tmp_path, "--format", "csv", "--in", "sheet.csv", "--out", "link.jsonl")
     assert (tmp_path / "link.jsonl").is_symlink() and json.loads((tmp_path / "real.jsonl").read_text(encoding="utf-8"))["question"] == "Q?"
+
+
+def test_export_refuses_to_overwrite_the_spec_and_to_write_json_lines_under_another_name(tmp_path: Path) -> None:
+    (tmp_path / "golden.jsonl").write_text(QUICKSTART.read_text(encoding="utf-8"), encoding="utf-8")
+    spec = "version: 1\ngolden_set: golden.jsonl\ntarget:\n  results: r.jsonl\nstages:\n  retrieval:\n    metrics: [mrr]\n"
+    (tmp_path / "rag-eval.yml").write_text(spec, encoding="utf-8")
+    said = refused(tmp_path, "export", "--format", "deepeval", "--config", "rag-eval.yml", "--out", "rag-eval.yml")
+    assert "--out: must end in .jsonl (JSON lines) or .json (a JSON list), got 'rag-eval.yml'" in said
+    assert (tmp_path / "rag-eval.yml").read_text(encoding="utf-8") == spec
+    said = refused(tmp_path, "export", "--format", "ragas", "--config", "rag-eval.yml", "--out", "ragas.csv")
+    assert "--out: must end in .jsonl (JSON lines) or .json (a JSON list), got 'ragas.csv'" in said
+    assert not (tmp_path / "ragas.csv").exists()
