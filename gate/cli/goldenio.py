@@ -85,9 +85,12 @@ def _candidates(args: argparse.Namespace, inputs: list[Path]) -> tuple[list[tupl
 
     if args.format == "trec":
         topics = io.parse_topics(io.read_text(inputs[0]), str(inputs[0]), args.query_field)
-        return gf.from_trec(topics, io.parse_qrels(io.read_text(inputs[1]), str(inputs[1])))
+        from gate.core.goldentrec import from_trec
+
+        return from_trec(topics, io.parse_qrels(io.read_text(inputs[1]), str(inputs[1])))
     out: list[tuple[str, Row | str]] = []
     ignored: set[str] = set()
+    unread: set[str] = set()
     for path in inputs:
         if args.format == "csv":
             delimiter = "\t" if args.delimiter in ("tab", "\\t") else args.delimiter
@@ -104,7 +107,12 @@ def _candidates(args: argparse.Namespace, inputs: list[Path]) -> tuple[list[tupl
             out.append((record.where, convert(record.value)))
             if isinstance(record.value, dict):
                 ignored.update(k for k in gf.NOT_LABELS[args.format] if record.value.get(k) not in (None, "", []))
+                unread.update(k for k, v in record.value.items() if v not in (None, "", [], {})
+                              and k not in gf.READ_KEYS[args.format] and k not in gf.NOT_LABELS[args.format])
     notes = [f"not imported: {', '.join(sorted(ignored))} (what a system once retrieved or answered is no label)"] if ignored else []
+    if unread:
+        shown = ", ".join(repr(k[:40]) for k in sorted(unread)[:10]) + (f" and {len(unread) - 10} more" if len(unread) > 10 else "")
+        notes.append(f"not imported: {shown} (no golden field is read from them in a {args.format} file)")
     return out, notes
 
 

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 from gate.core.errors import InputError
-from gate.core.goldenformats import Qrel, Record
+from gate.core.goldenformats import Record
+from gate.core.goldentrec import Qrel
 from gate.io.golden import iter_jsonl, open_regular
 from gate.io.jsonparse import BadJSON, parse
 

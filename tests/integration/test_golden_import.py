@@ -341,3 +341,14 @@ def test_export_refuses_to_overwrite_the_spec_and_to_write_json_lines_under_anot
     said = refused(tmp_path, "export", "--format", "ragas", "--config", "rag-eval.yml", "--out", "ragas.csv")
     assert "--out: must end in .jsonl (JSON lines) or .json (a JSON list), got 'ragas.csv'" in said
     assert not (tmp_path / "ragas.csv").exists()
+
+
+def test_keys_no_field_is_read_from_are_said_and_a_ragas_id_is_kept(tmp_path: Path) -> None:
+    rows = [{"id": "r1", "user_input": "How long is a loan?", "reference": "21 days", "reference_contexts": ["Loans: 21 days."],
+             "source_file": "handbook.pdf", "difficulty": "easy"},
+            {"user_input": "What is a fine?", "reference_contexts": ["Fines: 10 cents."], "response": "10 cents"}]
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    proc, out = imported(tmp_path, "--format", "ragas", "--in", "samples.jsonl", "--out", "g.jsonl")
+    assert [r["id"] for r in out] == ["r1", derive_id("What is a fine?")]
+    assert "note: not imported: 'difficulty', 'source_file' (no golden field is read from them in a ragas file)" in proc.stdout
+    assert "note: not imported: response (what a system once retrieved or answered is no label)" in proc.stdout

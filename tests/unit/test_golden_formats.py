@@ -11,7 +11,8 @@ import pytest
 from gate.core import goldenformats as gf
 from gate.core.cases import derive_id, parse_case
 from gate.core.errors import InputError
-from gate.core.goldenformats import Qrel, Record
+from gate.core.goldenformats import Record
+from gate.core.goldentrec import Qrel, from_trec
 from gate.core.model import GoldenCase
 from gate.io.goldenformats import parse_qrels, parse_topics, read_csv
 
@@ -124,7 +125,7 @@ def test_trec_keeps_grades_when_one_is_above_one_and_drops_what_has_no_relevant_
     qrels = [Qrel("q line 1", "301", "D1", 1), Qrel("q line 2", "301", "D2", 0), Qrel("q line 3", "301", "D3", 2),
              Qrel("q line 4", "302", "D4", 0), Qrel("q line 5", "999", "D5", 1), Qrel("q line 6", "999", "D6", 1),
              Qrel("q line 7", "301", "D1", 3), Qrel("q line 8", "303", "D7", -1)]
-    rows, notes = gf.from_trec(topics, qrels)
+    rows, notes = from_trec(topics, qrels)
     by_where = dict(rows)
     assert by_where["t line 1"] == {"id": "301", "question": "Crime", "relevant_doc_ids": {"D1": 3, "D3": 2}}
     assert "only grade-0 judgements" in str(by_where["t line 5"])
@@ -135,7 +136,7 @@ def test_trec_keeps_grades_when_one_is_above_one_and_drops_what_has_no_relevant_
 
 
 def test_binary_qrels_give_a_list() -> None:
-    rows, _ = gf.from_trec([Record("t", {"id": "1", "question": "Q"})], [Qrel("q", "1", "a", 1), Qrel("q", "1", "b", 1)])
+    rows, _ = from_trec([Record("t", {"id": "1", "question": "Q"})], [Qrel("q", "1", "a", 1), Qrel("q", "1", "b", 1)])
     assert rows == [("t", {"id": "1", "question": "Q", "relevant_doc_ids": ["a", "b"]})]
 
 
