@@ -60,8 +60,7 @@ if ! docker image inspect local/runner:bookworm >/dev/null 2>&1; then
     mirror=$(awk '/^URIs:/ {u=$2} /^Suites:/ && / bookworm( |$)/ {print u; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null)
     [ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -iv security | head -1)
     # not a Debian machine (an Ubuntu runner): Debian's own mirror
-    if [ -z "$mirror" ] && [ -n "$SUDO" ]; then mirror=http://deb.debian.org/debian; log "no Debian mirror in the apt sources: using $mirror"; fi
-    [ -n "$mirror" ] || { log "no Debian mirror found in the apt sources"; exit 1; }
+    if [ -z "$mirror" ]; then mirror=http://deb.debian.org/debian; log "no Debian bookworm mirror in the apt sources: using $mirror"; fi
     privileged "build the Debian root with debootstrap"
     tmp=$(mktemp -d)
     $SUDO debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,git \
