@@ -58,7 +58,7 @@ if ! docker image inspect local/runner:bookworm >/dev/null 2>&1; then
     # The Debian mirror this machine's apt already uses.
     # (the stanza whose Suites name bookworm itself, in a *.sources file apt reads)
     mirror=$(awk '/^URIs:/ {u=$2} /^Suites:/ && / bookworm( |$)/ {print u; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null)
-    [ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -iv security | head -1)
+    [ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '$3 == "bookworm" {print $2}' | head -1)
     # not a Debian machine (an Ubuntu runner): Debian's own mirror
     if [ -z "$mirror" ]; then mirror=http://deb.debian.org/debian; log "no Debian bookworm mirror in the apt sources: using $mirror"; fi
     privileged "build the Debian root with debootstrap"
