@@ -29,9 +29,11 @@ privileged() {
 # docker itself: as this user when it may use the engine (root, or in the docker group), else through sudo
 DOCKER=(docker)
 
-if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
-  # only what is missing: a runner whose Docker came from other packages keeps them
+KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg  # debootstrap checks Debian's signatures with it
+if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null || [ ! -s "$KEYRING" ]; then
+  # only what is missing: a runner whose Docker came from other packages keeps them (an Ubuntu runner lacks the keyring)
   packages=(); command -v dockerd >/dev/null || packages+=(docker.io); command -v debootstrap >/dev/null || packages+=(debootstrap)
+  [ -s "$KEYRING" ] || packages+=(debian-archive-keyring)
   log "installing ${packages[*]} from the distribution's packages"
   privileged "install ${packages[*]}"
   $SUDO apt-get update -qq >/dev/null
@@ -63,7 +65,7 @@ if ! docker image inspect local/runner:bookworm >/dev/null 2>&1; then
     if [ -z "$mirror" ]; then mirror=http://deb.debian.org/debian; log "no Debian bookworm mirror in the apt sources: using $mirror"; fi
     privileged "build the Debian root with debootstrap"
     tmp=$(mktemp -d)
-    $SUDO debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,git \
+    $SUDO debootstrap --variant=minbase --keyring="$KEYRING" --include=python3,python3-pip,python3-venv,ca-certificates,git \
       bookworm "$tmp/root" "$mirror" >/dev/null
     # Make it behave like the official python image: python/pip on PATH, no PEP 668 lock.
     $SUDO ln -sf /usr/bin/python3 "$tmp/root/usr/local/bin/python"
