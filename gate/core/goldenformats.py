@@ -155,6 +155,8 @@ def from_ragas(value: Any) -> Row | str:
     question = value.get("user_input")
     if isinstance(question, list):
         return "a multi-turn sample (user_input is a conversation): a golden case is one question"
+    if question is not None and not isinstance(question, str):
+        return f"'user_input' must be a string (the question), got {_kind(question)}"
     if _text(question) is None:
         return "no question: 'user_input' is missing or empty"
     row: Row = {"id": value["id"]} if _text(value.get("id")) else {}  # RAGAS has no id: a file a user wrote may
@@ -191,6 +193,8 @@ def from_deepeval(value: Any) -> Row | str:
         return f"a DeepEval golden must be an object, got {_kind(value)}"
     if value.get("scenario") or value.get("turns"):
         return "a conversational golden (scenario and turns): a golden case is one question"
+    if value.get("input") is not None and not isinstance(value["input"], str):
+        return f"'input' must be a string (the question), got {_kind(value['input'])}"
     if _text(value.get("input")) is None:
         return "no question: 'input' is missing or empty"
     extra = _object(value.get("additional_metadata"), "additional_metadata")

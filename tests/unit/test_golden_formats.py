@@ -66,6 +66,7 @@ def test_a_testset_sample_keeps_its_synthesizer_as_question_type_and_metadata() 
     ({"user_input": "Q?", "reference": "A"}, "an answerable case needs"),
     ({"user_input": "Q?", "reference": 3, "reference_contexts": ["c"]}, "'reference' must be a string"),
     ({"user_input": "Q?", "reference_contexts": "[broken"}, "neither JSON nor Python"),
+    ({"user_input": 42, "reference_contexts": ["c"]}, "'user_input' must be a string (the question), got a number"),
     ({"user_input": "Q?", "reference_contexts": [1.5]}, "list of strings"),
     (["not", "a", "sample"], "must be an object"),
 ])
