@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 import msgspec
 
-from gate.core.cases import CONTROL, MAX_GRADE, derive_id, parse_case
+from gate.core.cases import MAX_GRADE, derive_id, parse_case
 from gate.core.errors import InputError, InputErrors, key_path
 from gate.core.model import CASE_TYPES, GoldenCase
 from gate.core.surrogates import NOT_UNICODE, NOT_UNICODE_HINT, lone_surrogate
@@ -127,7 +127,7 @@ def _fast_case(text: str, lineno: int) -> GoldenCase | None:
         return None
     if case_id is None:
         case_id = derive_id(question)
-    elif not case_id.strip() or CONTROL.search(case_id):
+    elif not case_id.strip():
         return None
     relevant: dict[str, int]
     if rel is None:
