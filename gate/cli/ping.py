@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -61,9 +60,9 @@ def failed(target: Target, error: str) -> str:
         return "returned the wrong shape"
     if target.unreachable is not None:
         return "NOT reachable"
-    status = re.search(r"\bHTTP (\d{3})\b", error) if target.kind == "http" else None
-    if target.refused is not None or (status and status.group(1).startswith("4")):
-        return f"reached, but it answered HTTP {status.group(1)}" if status else "reached, but it refused the call"
+    status = target.error_status
+    if status is not None and 400 <= status < 500:
+        return f"reached, but it answered HTTP {status}"
     return "reached, but the call failed" if target.kind == "http" else "failed"
 
 

@@ -37,6 +37,7 @@ class Target:
     unreachable: str | None = None  # why the last call could not connect at all (a service that is down), if so
     wrong_shape: str | None = None  # why the last answer had the wrong shape (what was received, the mapping to set), if so
     refused: str | None = None  # why the last call was refused for a reason every case shares (HTTP 401, 403, 405), if so
+    error_status: int | None = None  # the error status the last call was answered with (HTTP 404...), if so
     shape_hint: str | None = None  # what to set or return instead, for the last answer of the wrong shape
     unmatched: Sequence[int] = ()  # lines of a results file that match no golden case
     precomputed_noise: Mapping[str, Mapping[str, Any]] | None = None  # a results file's noise-test answers, by case id

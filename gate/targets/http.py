@@ -67,7 +67,15 @@ def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
 REFUSED_STATUS = frozenset({401, 403, 405})
 
 
-class Refused(RuntimeError):
+class StatusError(RuntimeError):
+    """A final answer of an error status (one not retried), which it keeps."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Refused(StatusError):
     """An error status every case would get too (REFUSED_STATUS): the run stops after the first case."""
 
 
@@ -219,7 +227,7 @@ class HttpTarget(Target):
         that every case would get too) or a body that is not JSON."""
         if code >= 400:
             said = f"HTTP {code}: {self.redactor.shorten(text_of(content, encoding), 200)}"
-            raise Refused(said) if code in REFUSED_STATUS else RuntimeError(said)
+            raise (Refused if code in REFUSED_STATUS else StatusError)(said, code)
         try:
             return json_of(content, encoding)
         except ValueError:
@@ -283,6 +291,7 @@ class HttpTarget(Target):
         if isinstance(exc, PostError) and exc.unreachable:
             self.unreachable = self.redactor(f"{shown or self.shown_url}: {exc}")
         self.refused = self.redactor(f"{shown or self.shown_url}: {exc}") if isinstance(exc, Refused) else None
+        self.error_status = exc.status if isinstance(exc, StatusError) else None
         return self.redactor(f"{shown or self.shown_url}: {exc}")
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
@@ -291,7 +300,7 @@ class HttpTarget(Target):
             obj, latency = self.post(self.build_body(case.question, k=k))
         except (RuntimeError, ValueError) as exc:
             return TargetOutput.failed(case.id, self._failed(exc), (time.perf_counter() - start) * 1000)
-        self.unreachable = self.refused = None
+        self.unreachable = self.refused = self.error_status = None
         try:
             out = self.read(case.id, obj, latency)
         except ValueError as exc:  # gate.targets.ShapeError included
