@@ -123,7 +123,19 @@ def render_console(report: Report, written: str | None = None) -> str:
         out.append(f"error: {err}")
     out += changes_console(report) + [x for st in report.get("stages", {}).values() for x in calibration_console(st)]
     out += [f"where it broke: {entry['line']}" for entry in report.get("diagnosis", {}).get("layers", [])]
-    c = gate_counts(report)
-    out.append(f"rag-gate {VERDICT_TITLE[report['verdict']]}: {c['pass']} passed, {c['fail']} failed, "
-               f"{c['error']} errored, {c['skipped']} skipped (exit {report['exit_code']})")
+    out.append(_verdict_line(report))
     return log_safe("\n".join(out) + "\n")
+
+
+def _verdict_line(report: Report) -> str:
+    """The last line: the gates counted (a gate errors when its figure could not be computed), and the cases the
+    target failed on, when there were any (the error-rate gate may let them through)."""
+    c = gate_counts(report)
+    gates = sum(c.values())
+    line = (f"rag-gate {VERDICT_TITLE[report['verdict']]}: {gates} gate{'' if gates == 1 else 's'}: {c['pass']} passed, "
+            f"{c['fail']} failed, {c['error']} errored, {c['skipped']} skipped")
+    target = report.get("target", {})
+    errors, calls = target.get("errors") or 0, target.get("calls") or 0
+    if errors:
+        line += f"; {errors} of {calls} case{'' if calls == 1 else 's'} errored at the target"
+    return line + f" (exit {report['exit_code']})"

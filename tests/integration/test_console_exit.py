@@ -111,3 +111,22 @@ def test_main_called_in_a_process_returns_its_code(tmp_path, monkeypatch):
     assert main(["run", "--config", "rag-eval.yml", "--report", "report.json", "--no-progress", "-q"]) == 1
     assert main(["run", "--config", "missing.yml", "-q"]) == 2  # and again: the process lives on
     assert json.loads((ws / "report.json").read_text(encoding="utf-8"))["exit_code"] == 1
+
+
+def test_the_last_line_counts_gates_and_says_the_cases_that_errored(tmp_path):
+    """The verdict line's counts are of gates; cases the target failed on, which max_error_rate let through, are
+    said beside them (not hidden behind "0 errored")."""
+    ws = tmp_path
+    golden = [json.dumps({"id": f"q{i}", "question": f"Question {i}?", "relevant_doc_ids": [f"d{i}"]}) for i in range(4)]
+    lines = [json.dumps({"id": f"q{i}", "retrieved": [{"id": f"d{i}"}], "answer": "a"}) for i in range(3)]
+    lines.append(json.dumps({"id": "q3", "error": "HTTP 503 from the service"}))
+    (ws / "golden.jsonl").write_text("\n".join(golden) + "\n", encoding="utf-8")
+    (ws / "results.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (ws / "rag-eval.yml").write_text("version: 1\ngolden_set: golden.jsonl\ntarget: {results: results.jsonl}\n"
+                                     "max_error_rate: 0.5\nstages:\n  retrieval:\n    metrics: [mrr]\n"
+                                     "    gates: {mrr: {min: 0.5}}\n", encoding="utf-8")
+    proc = console(ws, "run", "--config", "rag-eval.yml", "--report", "report.json", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.rstrip().splitlines()[-1]
+    assert last == "rag-gate passed: 1 gate: 1 passed, 0 failed, 0 errored, 0 skipped; 1 of 4 cases errored at the target (exit 0)"
+    assert "errored q3: results file: HTTP 503 from the service" in proc.stdout
