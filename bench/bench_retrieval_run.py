@@ -22,7 +22,7 @@ time of ``python -c pass``, where rag-gate's run spends its time (one more cold 
 phases: imports, spec, golden set, results file, metrics, stale-label check, fingerprints, gates, report writing,
 exit), and checks that rag-gate's six means equal pytrec_eval's to 1e-9.
 
-    python bench/bench_retrieval_run.py [--cases 10000] [--docs 20] [--pool 15000] [--repeat 7] [--keep DIR]
+    python bench/bench_retrieval_run.py [--cases 10000] [--docs 20] [--pool 15000] [--repeat 7] [--no-texts] [--keep DIR]
 
 With --keep DIR the data is kept there and reused by the next run of the same sizes. Exit status 1 if a mean
 differs; 2 if pytrec_eval is not installed.
@@ -162,8 +162,9 @@ def text(rng: random.Random, low: int = 200, high: int = 400) -> str:
     return " ".join(out)[:n]
 
 
-def generate(folder: Path, n_cases: int, n_docs: int, pool: int, seed: int = 11) -> None:
-    """The golden set, the results file, the spec, and the same qrels and run for pytrec_eval (TREC text and JSON)."""
+def generate(folder: Path, n_cases: int, n_docs: int, pool: int, texts: bool = True, seed: int = 11) -> None:
+    """The golden set, the results file (``texts`` False: the passages with no text, only id and score, what
+    pytrec_eval's run holds), the spec, and the same qrels and run for pytrec_eval (TREC text and JSON)."""
     rng = random.Random(seed)
     doc_ids = [f"doc{i:05d}#chunk_{i % 7}" for i in range(pool)]
     qrels: dict[str, dict[str, int]] = {}
@@ -188,6 +189,8 @@ def generate(folder: Path, n_cases: int, n_docs: int, pool: int, seed: int = 11)
             scores = sorted(rng.sample(range(50_000, 990_000), len(ranked)), reverse=True)
             scores = [s / 1e6 for s in scores]
             ranked_docs = [{"id": d, "text": text(rng), "score": s} for d, s in zip(ranked, scores, strict=True)]
+            if not texts:
+                ranked_docs = [{"id": d["id"], "score": d["score"]} for d in ranked_docs]
             run[qid] = {}
             for d in ranked_docs:  # a repeated id keeps its first (highest) score, as rag-gate keeps its first rank
                 run[qid].setdefault(d["id"], d["score"])
@@ -261,6 +264,8 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=20)
     ap.add_argument("--pool", type=int, default=15_000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--no-texts", action="store_true", help="the retrieved passages with no text (only id and score, as "
+                    "pytrec_eval's run): the results file is 12 MB, not 74 MB")
     ap.add_argument("--keep", metavar="DIR", help="write the data here (kept; reused by the next run of the same sizes), not in a temporary folder")
     args = ap.parse_args()
     try:
@@ -280,9 +285,10 @@ def main() -> int:
 
 def measure(folder: Path, args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    stamp, made = folder / "generated.json", json.dumps([args.cases, args.docs, args.pool, PHASE_CHILD, TREC_SCRIPT])
+    stamp, made = folder / "generated.json", json.dumps([args.cases, args.docs, args.pool, args.no_texts, PHASE_CHILD,
+                                                        TREC_SCRIPT])
     if not (stamp.exists() and stamp.read_text(encoding="utf-8") == made):  # a --keep folder of the same data is reused
-        generate(folder, args.cases, args.docs, args.pool)
+        generate(folder, args.cases, args.docs, args.pool, texts=not args.no_texts)
         stamp.write_text(made, encoding="utf-8")
     names = ("golden_set.jsonl", "results.jsonl", "qrels.txt", "run.txt", "run.json")
     sizes = ", ".join(f"{n} {(folder / n).stat().st_size / 1e6:.1f} MB" for n in names)

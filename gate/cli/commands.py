@@ -221,6 +221,10 @@ def cmd_baseline_update(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+# where CI services give the branch a job runs on: GitHub Actions, GitLab CI, Jenkins, Buildkite, CircleCI
+BRANCH_VARIABLES = ("GITHUB_REF_NAME", "CI_COMMIT_BRANCH", "BRANCH_NAME", "BUILDKITE_BRANCH", "CIRCLE_BRANCH")
+
+
 def cmd_history_record(args: argparse.Namespace) -> int:
     from gate.config.loader import load_spec
     from gate.core.records import entry_from_report
@@ -231,9 +235,14 @@ def cmd_history_record(args: argparse.Namespace) -> int:
     path = Path(args.report)
     report = read_report(path)
     store = LocalHistoryStore(spec.history_path, int(spec.data["history"]["max_entries"]))
-    store.append(entry_from_report(report, branch=args.branch or os.environ.get("GITHUB_REF_NAME") or None))
+    branch = args.branch or next((os.environ[v] for v in BRANCH_VARIABLES if os.environ.get(v)), None)
+    store.append(entry_from_report(report, branch=branch))
     entries = store.read()
     from gate.render.console import log_safe
+
+    if branch is None:
+        print(f"rag-gate: note: the entry has no branch (give --branch; none of {', '.join(BRANCH_VARIABLES)} is set): "
+              "the dashboard shows it with none", file=sys.stderr)
 
     for warning in store.warnings:
         print(log_safe(f"rag-gate: warning: {warning} (kept in the file)"), file=sys.stderr)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gate.gitlab import AUTH_SCHEMES
+from gate.gitlab import AUTH_SCHEMES, MISSING
 from gate.render import WHEN
 
 
@@ -29,6 +29,9 @@ def add_parser(sub: Any) -> None:
     note.add_argument("--merge-request", metavar="IID", help="the merge request's number (default: CI_MERGE_REQUEST_IID)")
     note.add_argument("--when", default="always", choices=WHEN, help="when to post: always (the default); on-failure (a "
                       "passing run posts nothing, and turns the note an earlier failing run left into a short 'passed'); never")
+    note.add_argument("--missing-report", default="error", choices=MISSING, help="when the report is not there (the run "
+                      "ended before it wrote one, exit 2 or 3): error (exit 2, the default) or note (the note says so, and "
+                      "the result an earlier run posted is not left standing)")
 
 
 def cmd_gitlab(args: argparse.Namespace) -> int:
@@ -36,5 +39,6 @@ def cmd_gitlab(args: argparse.Namespace) -> int:
 
     target = note_target(os.environ, token_env=args.token_env, auth=args.auth, api_url=args.api_url, project=args.project,
                          iid=args.merge_request)
-    print(f"rag-gate: {post_note(Path(args.report), target, os.environ.get('CI_JOB_URL'), args.when)}", flush=True)
+    print(f"rag-gate: {post_note(Path(args.report), target, os.environ.get('CI_JOB_URL'), args.when, args.missing_report)}",
+          flush=True)
     return 0

@@ -75,7 +75,26 @@ def _inputs(args: argparse.Namespace) -> list[Path]:
     for flag, given, fmt in (("--topics", args.topics, "trec"), ("--qrels", args.qrels, "trec"), ("--map", args.map, "csv")):
         if given and args.format != fmt:
             raise InputError(f"{flag} is for --format {fmt}, not {args.format}", key=flag)
-    return [Path(args.topics), Path(args.qrels)] if trec else [Path(p) for p in args.inputs]
+    named = [("--topics", args.topics), ("--qrels", args.qrels)] if trec else [("--in", p) for p in args.inputs]
+    for i, (flag, given) in enumerate(named):
+        if given == "-":
+            raise InputError("standard input is not read: give the file's path (a file named '-' is ./-)", key=flag)
+        twice = next((f"{f} {g}" for f, g in named[:i] if _same(Path(g), Path(given))), None)
+        if twice:
+            raise InputError(f"{given} is the file given already ({twice}): its rows would be read twice", key=flag)
+    return [Path(given) for _, given in named]
+
+
+def _delimiter(args: argparse.Namespace) -> str:
+    """The cell delimiter of a CSV import ('tab' and '\\t' for a tab); InputError for one that is not a character
+    csv can split on, or an empty --sep."""
+    delimiter = "\t" if args.delimiter in ("tab", "\\t") else args.delimiter
+    if len(delimiter) != 1 or delimiter in ('"', "\n", "\r"):
+        raise InputError(f"must be one character other than a quote or a line end ('tab' for a tab), got {args.delimiter!r}",
+                         key="--delimiter")
+    if not args.sep or args.sep in ("\n", "\r"):
+        raise InputError(f"must be a character or more (not a line end), got {args.sep!r}", key="--sep")
+    return delimiter
 
 
 def _candidates(args: argparse.Namespace, inputs: list[Path]) -> tuple[list[tuple[str, Row | str]], list[str]]:
@@ -93,11 +112,7 @@ def _candidates(args: argparse.Namespace, inputs: list[Path]) -> tuple[list[tupl
     unread: set[str] = set()
     for path in inputs:
         if args.format == "csv":
-            delimiter = "\t" if args.delimiter in ("tab", "\\t") else args.delimiter
-            if len(delimiter) != 1 or not args.sep:
-                raise InputError("must be one character ('tab' for a tab)" if len(delimiter) != 1 else "must not be empty",
-                                 key="--delimiter" if len(delimiter) != 1 else "--sep")
-            header, rows = io.read_csv(path, delimiter)
+            header, rows = io.read_csv(path, _delimiter(args))
             mapping = gf.parse_mapping(args.map, header, str(path))
             out += [(f"{path}:{line}", gf.from_cells(dict(zip(header, cells, strict=False)), mapping, args.sep))
                     for line, cells in rows]
@@ -135,13 +150,17 @@ def cmd_golden_import(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def _where(out: str) -> str:
+    return "standard output" if out == "-" else out
+
+
 def _said_import(args: argparse.Namespace, inputs: list[Path], imported: Imported, notes: list[str]) -> None:
     """What golden import wrote, derived, renamed and dropped (stderr when the golden set went to stdout)."""
     from gate.render.console import log_safe
 
     out = sys.stderr if args.out == "-" else sys.stdout
     rows = imported.rows
-    print(log_safe(f"wrote {len(rows)} case(s) to {args.out} from {', '.join(map(str, inputs))} ({args.format}): "
+    print(log_safe(f"wrote {len(rows)} case(s) to {_where(args.out)} from {', '.join(map(str, inputs))} ({args.format}): "
                    f"{imported.derived} id(s) derived from the question, {len(imported.renamed)} made unique, "
                    f"{len(imported.dropped)} row(s) dropped"), file=out)
     for where, old, new, why in imported.renamed:
@@ -162,7 +181,8 @@ def _said_import(args: argparse.Namespace, inputs: list[Path], imported: Importe
         print(f"note: {graded} case(s) with graded relevance (nDCG reads the grades)", file=out)
     for note in notes:
         print(log_safe(f"note: {note}"), file=out)
-    print(f"check it: rag-gate golden check (with a spec whose golden_set is {args.out})", file=out)
+    if args.out != "-":
+        print(log_safe(f"check it: rag-gate golden check (with a spec whose golden_set is {args.out})"), file=out)
 
 
 def cmd_golden_export(args: argparse.Namespace) -> int:
@@ -191,7 +211,7 @@ def cmd_golden_export(args: argparse.Namespace) -> int:
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     write_text(args.out, text, what=f"{args.format} dataset")
     out = sys.stderr if args.out == "-" else sys.stdout
-    print(f"wrote {len(rows)} {'sample' if args.format == 'ragas' else 'golden'}(s) to {args.out} from {path}", file=out)
+    print(f"wrote {len(rows)} {'sample' if args.format == 'ragas' else 'golden'}(s) to {_where(args.out)} from {path}", file=out)
     if len(kept) < len(cases):
         print(f"left out: {len(cases) - len(kept)} case(s) pending review (metadata.review: pending)", file=out)
     lost = gf.not_carried(kept, args.format)

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from gate.core.errors import EXIT_ERROR, EXIT_INTERRUPTED, RagGateError
+from gate.core.errors import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, RagGateError
 
 
 def _command(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
@@ -79,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rag-gate: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader of stdout left (`| head`): stop quietly, as a shell's tools do
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
     except Exception as exc:  # a bug: say so briefly; the traceback only on request
         if os.environ.get("RAG_GATE_DEBUG"):
             raise
@@ -87,6 +90,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(log_safe(f"rag-gate: internal error: {type(exc).__name__}: {exc}"), file=sys.stderr)
         print("hint: set RAG_GATE_DEBUG=1 for the traceback, and please report it", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _stdout_to_devnull() -> None:
+    """Nothing more reaches the pipe nobody reads: what is still buffered goes to /dev/null at the exit's flush, not
+    into an "Exception ignored" line."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def end_now(code: int) -> None:

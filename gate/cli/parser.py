@@ -77,7 +77,8 @@ def _validate_baseline_history(sub: Commands, spec: argparse.ArgumentParser) -> 
     hist_sub = hist.add_subparsers(dest="action", required=True, metavar="ACTION")
     rec = hist_sub.add_parser("record", parents=[spec], help="append a run's report to the history file")
     rec.add_argument("--report", required=True, metavar="PATH", help="report.json of a default-branch run")
-    rec.add_argument("--branch", help="branch the run was on (default: GITHUB_REF_NAME)")
+    rec.add_argument("--branch", help="branch the run was on (default: GITHUB_REF_NAME, "
+                     "CI_COMMIT_BRANCH, BRANCH_NAME, BUILDKITE_BRANCH or CIRCLE_BRANCH, the first that is set)")
 
 
 def _plan_and_show(sub: Commands, spec: argparse.ArgumentParser) -> None:

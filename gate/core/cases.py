@@ -20,6 +20,21 @@ FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "relevant_texts"
 _FIELDS = frozenset(FIELDS)
 
 
+
+def _list_kind(value: Any, fits: Any) -> str:
+    """What a list that should hold only items that ``fits`` holds instead: "a list holding a number (3)"."""
+    if not isinstance(value, list):
+        return json_kind(value)
+    bad = next(x for x in value if not fits(x))
+    return f"a list holding {json_kind(bad)}"
+
+
+def json_kind(value: Any) -> str:
+    """What a value is, and the value itself when it is short to say: "a number (42)", "a string ('x')", "a list"."""
+    kind = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+    shown = repr(value[:40] + "..." if len(value) > 40 else value) if isinstance(value, str) else repr(value)[:40]
+    return kind if isinstance(value, (dict, list)) or value is None else f"{kind} ({shown})"
+
 def derive_id(question: str) -> str:
     """Stable id for a case without one: a hash of its question."""
     return "q-" + hashlib.sha1(question.strip().encode("utf-8")).hexdigest()[:12]
@@ -66,16 +81,17 @@ def parse_case(row: Any, line: int = 0) -> GoldenCase | str:
         return str(exc)
     texts = row.get("relevant_texts") or []
     if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
-        return "'relevant_texts' must be a list of non-empty strings (passages or key sentences that answer the question)"
+        return ("'relevant_texts' must be a list of non-empty strings (passages or key sentences that answer the question), "
+                f"got {_list_kind(texts, lambda t: isinstance(t, str) and bool(t.strip()))}")
     tags = row.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        return "'tags' must be a list of strings"
+        return f"'tags' must be a list of strings, got {_list_kind(tags, lambda t: isinstance(t, str))}"
     category = row.get("category")
     if category is not None and not isinstance(category, str):
-        return "'category' must be a string"
+        return f"'category' must be a string, got {json_kind(category)}"
     metadata = row.get("metadata", {})
     if not isinstance(metadata, dict):
-        return "'metadata' must be an object"
+        return f"'metadata' must be an object, got {json_kind(metadata)}"
     if ctype == "answerable" and not relevant and not texts and metadata.get("review") != "pending":
         # a candidate awaiting review (runs leave it out) may wait for its labels: the reviewer adds them to approve it
         return "an answerable case needs a non-empty 'relevant_doc_ids' or 'relevant_texts' (or set type: out_of_scope)"

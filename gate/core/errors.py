@@ -20,6 +20,7 @@ EXIT_INPUT = 2
 EXIT_ERROR = 3
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as a shell reports it
 EXIT_TERMINATED = 143  # SIGTERM (a cancelled job, docker stop), as a shell reports it
+EXIT_BROKEN_PIPE = 141  # SIGPIPE: what the command wrote to stdout was read no further (`| head`), as a shell reports it
 EXIT_CODES: dict[str, int] = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "error": EXIT_ERROR}  # a report's verdict -> its exit code
 
 

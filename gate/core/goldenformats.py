@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.core.answers import CHECK_KEYS
-from gate.core.cases import FIELDS, parse_case
-from gate.core.errors import InputError
+from gate.core.cases import FIELDS, json_kind, parse_case
+from gate.core.errors import InputError, key_path
 from gate.core.model import GoldenCase
+from gate.core.surrogates import NOT_UNICODE, lone_surrogate
 
 IMPORTS = ("ragas", "deepeval", "trec", "csv")
 EXPORTS = ("ragas", "deepeval")
@@ -56,8 +57,15 @@ class Imported:
     renamed: list[tuple[str, str, str, str]] = field(default_factory=list)  # (where, id, the unique id written, why)
 
 
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+def _given_id(value: Any, key: str) -> tuple[str | None, str | None]:
+    """The id a row gives under ``key`` (its text stripped, a whole number as its text), or why it cannot be one;
+    (None, None) when it gives none (absent, null or blank: one is derived)."""
+    raw = value.get(key)
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return str(raw), None
+    if raw is not None and not isinstance(raw, str):
+        return None, f"{key!r} (the case's id) must be a string, got {json_kind(raw)}"
+    return (raw.strip() or None) if raw else None, None
 
 
 def _text(value: Any) -> str | None:
@@ -82,13 +90,13 @@ def _listed(value: Any, name: str, split: str | None = None) -> list[str] | str:
             return [p.strip() for p in text.split(split) if p.strip()] if split else [text]
         value = listed
     if not isinstance(value, list):
-        return f"{name!r} must be a list of strings, got {_kind(value)}"
+        return f"{name!r} must be a list of strings, got {json_kind(value)}"
     out: list[str] = []
     for item in value:
         if isinstance(item, int) and not isinstance(item, bool):
             item = str(item)
         if not isinstance(item, str):
-            return f"{name!r} must be a list of strings, got {_kind(item)} in it"
+            return f"{name!r} must be a list of strings, got {json_kind(item)} in it"
         if item.strip():
             out.append(item)
     return out
@@ -137,7 +145,7 @@ def _object(value: Any, name: str) -> dict[str, Any] | str:
             value = json.loads(value)
         except (ValueError, RecursionError):
             return f"{name!r} must be a JSON object, got the text {value[:60]!r}"
-    return value if isinstance(value, dict) else f"{name!r} must be an object, got {_kind(value)}"
+    return value if isinstance(value, dict) else f"{name!r} must be an object, got {json_kind(value)}"
 
 
 def _question_type(synthesizer: Any) -> str | None:
@@ -151,18 +159,21 @@ def from_ragas(value: Any) -> Row | str:
     """A golden row from one RAGAS sample (EvaluationDataset.to_list's dict, a line of to_jsonl, a row of to_csv, or a
     Testset's with its synthesizer_name), or why it cannot be one."""
     if not isinstance(value, dict):
-        return f"a RAGAS sample must be an object, got {_kind(value)}"
+        return f"a RAGAS sample must be an object, got {json_kind(value)}"
     question = value.get("user_input")
     if isinstance(question, list):
         return "a multi-turn sample (user_input is a conversation): a golden case is one question"
     if question is not None and not isinstance(question, str):
-        return f"'user_input' must be a string (the question), got {_kind(question)}"
+        return f"'user_input' must be a string (the question), got {json_kind(question)}"
     if _text(question) is None:
         return "no question: 'user_input' is missing or empty"
-    row: Row = {"id": value["id"]} if _text(value.get("id")) else {}  # RAGAS has no id: a file a user wrote may
+    case_id, bad = _given_id(value, "id")  # RAGAS has no id: a file a user wrote may
+    if bad:
+        return bad
+    row: Row = {"id": case_id} if case_id else {}
     row["question"] = question
     if value.get("reference") is not None and not isinstance(value["reference"], str):
-        return f"'reference' must be a string, got {_kind(value['reference'])}"
+        return f"'reference' must be a string, got {json_kind(value['reference'])}"
     if _text(value.get("reference")):
         row["ground_truth"] = value["reference"]
     ids = _listed(value.get("reference_context_ids"), "reference_context_ids")
@@ -190,11 +201,11 @@ def from_deepeval(value: Any) -> Row | str:
     why it cannot be one. ``name`` is the id; ``context`` (the ideal contexts) the relevant texts; the golden fields
     DeepEval has no place for are read from ``additional_metadata.rag_gate``, its other keys go to metadata."""
     if not isinstance(value, dict):
-        return f"a DeepEval golden must be an object, got {_kind(value)}"
+        return f"a DeepEval golden must be an object, got {json_kind(value)}"
     if value.get("scenario") or value.get("turns"):
         return "a conversational golden (scenario and turns): a golden case is one question"
     if value.get("input") is not None and not isinstance(value["input"], str):
-        return f"'input' must be a string (the question), got {_kind(value['input'])}"
+        return f"'input' must be a string (the question), got {json_kind(value['input'])}"
     if _text(value.get("input")) is None:
         return "no question: 'input' is missing or empty"
     extra = _object(value.get("additional_metadata"), "additional_metadata")
@@ -207,12 +218,13 @@ def from_deepeval(value: Any) -> Row | str:
     unknown = sorted(set(block) - set(FIELDS) - {"id", "question", "ground_truth", "relevant_texts"})
     if unknown:
         return f"unknown field {unknown[0]!r} in additional_metadata.{DEEPEVAL_BLOCK} (fields: {', '.join(FIELDS)})"
-    row: Row = {}
-    if _text(value.get("name")):
-        row["id"] = value["name"]
+    case_id, bad = _given_id(value, "name")
+    if bad:
+        return bad
+    row: Row = {"id": case_id} if case_id else {}
     row["question"] = value["input"]
     if value.get("expected_output") is not None and not isinstance(value["expected_output"], str):
-        return f"'expected_output' must be a string, got {_kind(value['expected_output'])}"
+        return f"'expected_output' must be a string, got {json_kind(value['expected_output'])}"
     if _text(value.get("expected_output")):
         row["ground_truth"] = value["expected_output"]
     texts = _listed(value.get("context"), "context", DEEPEVAL_DELIMITER)
@@ -247,6 +259,8 @@ def parse_mapping(text: str | None, header: Sequence[str], where: str) -> dict[s
             if name not in CSV_FIELDS and not (name.startswith("metadata.") and len(name) > len("metadata.")):
                 raise InputError(f"{name!r} is no golden field that a column can fill (fields: {', '.join(CSV_FIELDS)}, "
                                  "or metadata.NAME)", key="--map")
+            if name in mapping:
+                raise InputError(f"fills {name!r} twice, from {mapping[name]!r} and from {column!r}", key="--map")
             mapping[name] = column
         missing = [c for c in mapping.values() if c not in header]
         if missing:
@@ -284,36 +298,39 @@ def from_cells(cells: Mapping[str, str], mapping: Mapping[str, str], sep: str) -
 
 def finish(candidates: Iterable[tuple[str, Row | str]]) -> Imported:
     """The rows checked as the golden set's loader checks them, ids derived where absent (gate.core.cases.derive_id)
-    and made unique (``-2``, ``-3``... after the first); every row that cannot be a case dropped with its reason."""
+    and made unique (``-2``, ``-3``... after the first; ids alike but for case are one id); every row that cannot be
+    a case dropped with its reason."""
     out = Imported()
     kept: list[tuple[str, Row, GoldenCase]] = []
     for where, row in candidates:
         parsed = row if isinstance(row, str) else parse_case(row)
+        if isinstance(parsed, GoldenCase) and (at := lone_surrogate(row)) is not None:
+            parsed = f"{key_path(at)}: {NOT_UNICODE}"
         if isinstance(parsed, str):
             out.dropped.append((where, parsed))
             continue
         assert isinstance(row, dict)
         kept.append((where, row, parsed))
     # an id the file gives is kept where it first appears: no derived id, nor a -2 made for another row, takes it
-    given: dict[str, str] = {}
+    given: dict[str, tuple[str, str]] = {}  # id casefolded -> where it is given first, as written there
     for where, row, parsed in kept:
         if row.get("id") is not None:
-            given.setdefault(parsed.id, where)
-    seen: dict[str, tuple[str, str]] = {}  # id -> where it is written, its question
+            given.setdefault(parsed.id.casefold(), (where, parsed.id))
+    seen: dict[str, tuple[str, str, str]] = {}  # id casefolded -> where it is written, its question, the id written
     for where, row, parsed in kept:
-        case_id = parsed.id
+        case_id, key = parsed.id, parsed.id.casefold()
         if row.get("id") is None:
             out.derived += 1
-        taken = case_id in seen or (row.get("id") is None and case_id in given) or given.get(case_id, where) != where
-        if taken:
-            first, question = seen.get(case_id, (given.get(case_id, ""), ""))
+        if key in seen or (row.get("id") is None and key in given) or given.get(key, (where,))[0] != where:
+            first, question, other = seen[key] if key in seen else (given[key][0], "", given[key][1])
             n = 2
-            while f"{case_id}-{n}" in seen or f"{case_id}-{n}" in given:
+            while f"{case_id}-{n}".casefold() in seen or f"{case_id}-{n}".casefold() in given:
                 n += 1
             why = f"the same question as {first}" if question == parsed.question else f"the id of {first}"
+            why += f", {other!r}: ids alike but for case are one id" if other != case_id else ""
             out.renamed.append((where, case_id, f"{case_id}-{n}", why))
-            case_id = f"{case_id}-{n}"
-        seen[case_id] = (where, parsed.question)
+            case_id, key = f"{case_id}-{n}", f"{case_id}-{n}".casefold()
+        seen[key] = (where, parsed.question, case_id)
         out.rows.append({"id": case_id, **{k: row[k] for k in FIELDS if k in row and k != "id"}})
     return out
 

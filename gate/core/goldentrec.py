@@ -39,9 +39,14 @@ def from_trec(topics: Sequence[Record], qrels: Sequence[Qrel]) -> tuple[list[tup
         docs[q.doc] = max(q.grade, docs.get(q.doc, q.grade))
     graded = any(g > 1 for docs in judged.values() for g in docs.values())
     out: list[tuple[str, Row | str]] = []
+    first: dict[str, str] = {}  # topic id -> where it is
     for t in topics:
         if not isinstance(t.value, dict):
             out.append((t.where, str(t.value)))
+            continue
+        if first.setdefault(t.value["id"], t.where) != t.where:
+            out.append((t.where, f"topic {t.value['id']} again (the first is {first[t.value['id']]}): its judgements are "
+                        "the first's, a topic number is one topic"))
             continue
         relevant = {d: g for d, g in judged.get(t.value["id"], {}).items() if g >= 1}
         if not relevant:

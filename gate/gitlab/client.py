@@ -149,7 +149,9 @@ class GitLabClient(RestClient):
 
 
 def _message(resp: requests.Response) -> str:
-    """GitLab's ``message`` (a string, or the fields' errors as an object) or ``error``, else the start of the body."""
+    """GitLab's ``message`` (a string, or the fields' errors as an object) or ``error`` with its ``error_description``
+    (what GitLab answers for a token without the scope: ``insufficient_scope``, or an expired one), else the start of
+    the body."""
     try:
         data = resp.json()
     except ValueError:
@@ -159,4 +161,8 @@ def _message(resp: requests.Response) -> str:
     msg = data.get("message", data.get("error", ""))
     if isinstance(msg, dict):
         msg = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in msg.items())
-    return " ".join(str(msg).split())
+    described = data.get("error_description")
+    if "message" not in data and isinstance(described, str) and described.strip():
+        needs = f" (scope needed: {data['scope']})" if isinstance(data.get("scope"), str) else ""
+        msg = f"{msg}: {described}{needs}"
+    return " ".join(str(msg).split())[:500]

@@ -1,7 +1,8 @@
 """``rag-gate gitlab note``: a run's report posted as one merge request note, edited in place on the next run.
 
-Where: GitLab CI's predefined variables (``CI_API_V4_URL``, ``CI_PROJECT_ID``, ``CI_MERGE_REQUEST_IID``, the last set
-only in a merge request pipeline), each of which an option can give instead (another CI posting to GitLab). The token:
+Where: GitLab CI's predefined variables (``CI_API_V4_URL``; ``CI_MERGE_REQUEST_PROJECT_ID``, the merge request's
+project, else ``CI_PROJECT_ID``, the pipeline's, which for a merge request from a fork is the fork; ``CI_MERGE_REQUEST_IID``,
+set only in a merge request pipeline), each of which an option can give instead (another CI posting to GitLab). The token:
 the environment variable the caller names (``GITLAB_TOKEN`` by default), never an argument (it would show in the
 process list and the job log). The body: the report's PR comment made safe for GitLab (gate.render.gitlab), found
 again by its hidden marker; only a note of the token's own user is ever edited.
@@ -18,6 +19,9 @@ from gate.core.errors import InputError
 from gate.gitlab import TOKEN_HINT
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+PROTECTED_HINT = ("a variable with 'Protect variable' checked reaches only pipelines of protected branches, so not a merge "
+                  "request from a feature branch: uncheck it (keep 'Mask variable'); a merge request from a fork runs in the "
+                  "fork, which has none of the project's variables")
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,12 @@ def note_target(env: Mapping[str, str], *, token_env: str, auth: str, api_url: s
         return NoteTarget("", "", None, "", auth)
     if not NAME.fullmatch(token_env):
         raise InputError(f"must be an environment variable's name, got {token_env[:60]!r}", key="--token-env")
+    if token_env == "CI_JOB_TOKEN":
+        raise InputError(f"names the job token, which GitLab does not let write merge request notes: {TOKEN_HINT}",
+                         key="--token-env", hint="create a project access token and pass its variable's name, or leave "
+                         "--token-env out for GITLAB_TOKEN")
     url = (api_url or env.get("CI_API_V4_URL", "")).strip()
-    proj = (project or env.get("CI_PROJECT_ID", "")).strip()
+    proj = (project or env.get("CI_MERGE_REQUEST_PROJECT_ID", "").strip() or env.get("CI_PROJECT_ID", "")).strip()
     if not url:
         raise InputError("is not set: the GitLab API's root URL (GitLab CI sets it; elsewhere pass --api-url)", key="CI_API_V4_URL")
     if not proj:
@@ -51,24 +59,31 @@ def note_target(env: Mapping[str, str], *, token_env: str, auth: str, api_url: s
     token = env.get(token_env, "")
     if not token.strip():
         raise InputError(f"is not set or empty: the token rag-gate posts the note with ({TOKEN_HINT})", key=token_env,
-                         hint=f"add {token_env} as a masked CI/CD variable, or name another with --token-env")
+                         hint=f"add {token_env} as a masked CI/CD variable, or name another with --token-env; {PROTECTED_HINT}")
     return NoteTarget(url, proj, int(raw_iid), token.strip(), auth)
 
 
-def post_note(report_path: Path, target: NoteTarget, job_url: str | None = None, when: str = "always") -> str:
+def post_note(report_path: Path, target: NoteTarget, job_url: str | None = None, when: str = "always",
+              missing: str = "error") -> str:
     """Create or edit the merge request note from the report at ``report_path``; what happened, in words. ``when``, as
     the action's ``comment`` input: always; on-failure (a passing run posts nothing, and neutralises the note an
-    earlier failing run left); never."""
+    earlier failing run left); never. ``missing`` "note": no report at ``report_path`` (the run ended before it wrote
+    one: exit 2 or 3) is said in the note, so the result an earlier run posted is not left standing."""
     from gate.gitlab.client import GitLabClient
     from gate.io.reports import read_report
     from gate.render import NEUTRAL_BODY
-    from gate.render.gitlab import render_note
+    from gate.render.gitlab import NO_REPORT_BODY, render_note
     from gate.render.markdown import marker
 
     if target.iid is None:
         return "not a merge request pipeline (no CI_MERGE_REQUEST_IID): no note posted"
     if when == "never":
         return "note: never (--when never)"
+    if missing == "note" and not report_path.exists():
+        mark = marker("default")
+        with GitLabClient(target.api_url, target.token, target.project, auth=target.auth) as client:
+            note_id, what = client.upsert_note(target.iid, f"{mark}\n{NO_REPORT_BODY}", mark)
+        return f"no report at {report_path} (the run ended before it wrote one): note {what} on merge request !{target.iid} (note {note_id})"
     report = read_report(report_path, allow_error=True)  # a run that could not complete is worth a note too
     mark = marker(report["run"].get("comment_id") or "default")
     with GitLabClient(target.api_url, target.token, target.project, auth=target.auth) as client:

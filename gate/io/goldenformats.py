@@ -11,10 +11,11 @@ import io
 import re
 from pathlib import Path
 
-from gate.core.errors import InputError
+from gate.core.errors import InputError, key_path
 from gate.core.goldenformats import Record
 from gate.core.goldentrec import Qrel
-from gate.io.golden import iter_jsonl, open_regular
+from gate.core.surrogates import NOT_UNICODE, NOT_UNICODE_HINT, lone_surrogate
+from gate.io.golden import iter_jsonl, read_regular_bytes
 from gate.io.jsonparse import BadJSON, parse
 
 TSV_HEADERS = {"qid", "query_id", "id", "topic_id", "topic", "num", "number"}
@@ -29,13 +30,25 @@ def lines_of(text: str) -> list[str]:
 QUERY_FIELDS = ("title", "description")
 
 
-def read_text(path: Path) -> str:
-    """The whole file as UTF-8 text; InputError naming it otherwise (gate.io.golden.open_regular)."""
-    with open_regular(path) as handle:
-        try:
-            return handle.read()
-        except UnicodeDecodeError:
-            raise InputError("not UTF-8 text", file=str(path)) from None
+def read_text(path: Path, newlines: bool = True) -> str:
+    """The whole file as UTF-8 text, a BOM left out, its line ends made "\n" (``newlines`` False: left as they are,
+    a CSV's quoted cell keeps its own); InputError naming the file and the line of a NUL byte or of a byte that is not
+    UTF-8, or a UTF-16 file (gate.io.golden.read_regular_bytes refuses what is no regular file)."""
+    raw = read_regular_bytes(path)
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError("UTF-16 text, not UTF-8 (a spreadsheet's 'Unicode text' is UTF-16)", file=str(path),
+                         hint="save it as UTF-8 (in Excel: CSV UTF-8)")
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # the BOM a spreadsheet's "CSV UTF-8" starts with
+    bad, what, why = raw.find(b"\x00"), "a NUL byte", "not a text file, or not UTF-8 text"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if bad < 0 or exc.start < bad:
+            bad, what, why = exc.start, f"the byte 0x{raw[exc.start]:02x}", "not UTF-8 text (Latin-1 or Windows-1252?)"
+    if bad >= 0:
+        line, column = raw.count(b"\n", 0, bad) + 1, bad - raw.rfind(b"\n", 0, bad)
+        raise InputError(f"{what} at column {column}: {why}", file=str(path), line=line, hint="save the file as UTF-8")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if newlines else text
 
 
 def _shown(text: str, limit: int = 60) -> str:
@@ -51,6 +64,7 @@ def read_records(path: Path) -> list[Record]:
                 for line, cells in rows]
     text = read_text(path)
     if not text.lstrip().startswith("["):
+        _not_one_object(text, path)
         return [Record(f"{path}:{line}", value) for line, value in iter_jsonl(path)]
     try:
         value = parse(text)
@@ -58,13 +72,38 @@ def read_records(path: Path) -> list[Record]:
         raise InputError(exc.message, file=str(path), line=exc.line) from None
     if not isinstance(value, list):
         raise InputError("expected a JSON list of samples", file=str(path))
+    if _SURROGATE_ESCAPE.search(text) and (at := lone_surrogate(value)) is not None:
+        raise InputError(NOT_UNICODE, file=f"{path}: item {int(at[0]) + 1}", key=key_path(at[1:]), hint=NOT_UNICODE_HINT)
     return [Record(f"{path}: item {i}", item) for i, item in enumerate(value, 1)]
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # JSON's only way to a lone surrogate (the file is UTF-8)
+
+
+def _not_one_object(text: str, path: Path) -> None:
+    """InputError when the file is one JSON object over several lines (a sample pretty-printed, or an object around
+    the list of samples): neither JSONL, one sample a line, nor a JSON list."""
+    body = text.strip()
+    if not body.startswith("{") or "\n" not in body:
+        return
+    try:
+        value = parse(body)
+    except BadJSON:
+        return  # JSONL, or broken JSON: read line by line, which names the line
+    if not isinstance(value, dict):
+        return
+    listed = next((k for k, v in value.items() if isinstance(v, list) and v and isinstance(v[0], dict)), None)
+    keys = ", ".join(repr(k[:40]) for k in list(value)[:6]) + (", ..." if len(value) > 6 else "")
+    hint = (f"its key {listed!r} holds a list: write that list alone (jq '.[\"{listed}\"]' {path.name})" if listed
+            else "put the sample in a JSON list ([{...}]) or on one line (JSONL: one sample a line)")
+    raise InputError(f"one JSON object over {body.count(chr(10)) + 1} lines (keys: {keys}), not a JSON list of samples "
+                     "nor one sample a line (JSONL)", file=str(path), line=1, hint=hint)
 
 
 def read_csv(path: Path, delimiter: str = ",") -> tuple[list[str], list[tuple[int, list[str]]]]:
     """The header and the rows (the line each starts on, its cells) of a CSV file; InputError for no header, a
     repeated or blank column name, a row of more cells than the header, or a cell csv cannot read."""
-    text = read_text(path)
+    text = read_text(path, newlines=False)
     csv.field_size_limit(max(csv.field_size_limit(), CSV_CELL_LIMIT))
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     try:
@@ -86,8 +125,33 @@ def read_csv(path: Path, delimiter: str = ",") -> tuple[list[str], list[tuple[in
             rows.append((start, cells))
             start = reader.line_num + 1
     except csv.Error as exc:
+        opened = _open_quote(text, start, delimiter) if "unexpected end of data" in str(exc) else None
+        if opened is not None:
+            raise InputError(f"a quoted cell opens here and is never closed: {_shown(_LINE_END.split(text[opened[1]:], 1)[0])}",
+                             file=str(path), line=opened[0], hint='close it with a " (a " inside a quoted cell is written "")'
+                             ) from None
         raise InputError(f"not readable as CSV: {exc}", file=str(path), line=reader.line_num) from None
     return header, rows
+
+
+def _open_quote(text: str, line: int, delimiter: str) -> tuple[int, int] | None:
+    """The line, and the offset in ``text``, of the quoted cell left open in the row that starts on ``line`` (csv's
+    rules: a quote opens a cell only at its start; "" inside one is a quote); None when no cell is left open."""
+    ends = [m.end() for m in _LINE_END.finditer(text)]
+    pos = ends[line - 2] if 2 <= line <= len(ends) + 1 else 0
+    opened: int | None = None
+    cell_start, quoted = True, False
+    while pos < len(text):
+        ch = text[pos]
+        if quoted and ch == '"' and text.startswith('"', pos + 1):
+            pos += 2
+            continue
+        if ch == '"' and (quoted or cell_start):
+            quoted = not quoted
+            opened = pos
+        cell_start = not quoted and ch in (delimiter, "\n", "\r")
+        pos += 1
+    return (len(_LINE_END.findall(text, 0, opened)) + 1, opened) if quoted and opened is not None else None
 
 
 _TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)

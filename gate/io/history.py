@@ -7,6 +7,7 @@ for CLI use; gate.github.history.RepoHistoryStore keeps it on a branch of the re
 from __future__ import annotations
 
 import fcntl
+import os
 from pathlib import Path
 from typing import Protocol
 
@@ -47,14 +48,15 @@ class LocalHistoryStore:
         rag-gate's entries, damaged lines) are kept as they are, not dropped; each answer or passage text is kept
         once (gate.io.reports.appended_history)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "a") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        # the lock is the folder's (the file itself is replaced by each write): no lock file is left beside the history
+        # for a commit of the folder to pick up
+        folder = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX)
             try:
-                try:
-                    text = self.path.read_text(encoding="utf-8")
-                except FileNotFoundError:
-                    text = ""
-                write_text(self.path, appended_history(text, entry, self.max_entries), what="history")
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+                text = self.path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                text = ""
+            write_text(self.path, appended_history(text, entry, self.max_entries), what="history")
+        finally:
+            os.close(folder)  # and the lock with it

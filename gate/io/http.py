@@ -194,3 +194,17 @@ def json_of(content: bytes, encoding: str | None) -> Any:
     """A body's JSON value, as requests' ``Response.json`` reads it (the declared encoding, else UTF-8/16/32 guessed
     from the first bytes); ValueError when it is not JSON."""
     return json.loads(text_of(content, encoding or guess_json_utf(content)))
+
+
+def innermost(exc: BaseException) -> str:
+    """The innermost reason of a requests/urllib3 error, without the long wrapper chain ("[Errno 111] Connection
+    refused", not urllib3's repr of its pool and connection objects); not redacted."""
+    inner: BaseException = exc
+    seen = {id(inner)}
+    while inner.__context__ is not None and id(inner.__context__) not in seen:
+        inner = inner.__context__
+        seen.add(id(inner))
+    text = str(inner) or type(inner).__name__
+    if ">: " in text and text.startswith("<"):  # "<urllib3.connection.HTTPConnection object at 0x...>: Failed to ..."
+        text = text.split(">: ", 1)[1]
+    return text

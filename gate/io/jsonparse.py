@@ -97,7 +97,8 @@ def strict(text: str, *, max_depth: int | None = MAX_DEPTH) -> Any:
         if text[exc.pos: exc.pos + 1] == "\ufeff":
             raise BadJSON("a byte-order mark (U+FEFF) where JSON was expected; save the file as UTF-8 without BOM",
                           exc.lineno, exc.colno) from None
-        raise BadJSON(f"invalid JSON: {exc.msg} at column {exc.colno}, near {_near(text, exc.pos)}", exc.lineno, exc.colno) from None
+        msg = exc.msg.removesuffix(" at")  # "Invalid control character at": the column follows
+        raise BadJSON(f"invalid JSON: {msg} at column {exc.colno}, near {_near(text, exc.pos)}", exc.lineno, exc.colno) from None
     except RecursionError:
         raise BadJSON(f"invalid JSON: nested more than {max_depth or 'a thousand'} levels deep") from None
     except ValueError as exc:  # NaN/Infinity, or an integer beyond Python's 4,300-digit limit

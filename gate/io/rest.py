@@ -21,6 +21,7 @@ import requests
 
 from gate.core.errors import ApiError
 from gate.core.redact import Redactor
+from gate.io.http import innermost
 
 
 class TokenAuth(requests.auth.AuthBase):
@@ -83,7 +84,7 @@ class RestClient:
             try:
                 resp = self.session.request(method, url, params=params, json=body, headers=headers, timeout=self.timeout)
             except requests.RequestException as exc:
-                reason = f"{what}: no answer from {self.service} ({type(exc).__name__}: {exc})"
+                reason = f"{what}: no answer from {self.service} ({type(exc).__name__}: {innermost(exc)})"
                 if not retry or attempt > self.max_retries:
                     raise self.error(None, self._redact(reason)) from None
                 self._pause(attempt, reason)
@@ -113,7 +114,7 @@ class RestClient:
         if wait is None:
             wait = min(2.0 ** (attempt - 1), 16.0) * random.uniform(0.5, 1.0)
         logging.getLogger(type(self).__module__).warning(  # the client's own logger: gate.github.client, gate.gitlab.client
-            "%s; retrying in %.1f s (attempt %d of %d)", self._redact(reason), wait, attempt + 1, self.max_retries + 1)
+            "rag-gate: %s; retrying in %.1f s (attempt %d of %d)", self._redact(reason), wait, attempt + 1, self.max_retries + 1)
         self.sleep(wait)
 
     def _redact(self, text: str, limit: int = 500) -> str:

@@ -25,6 +25,10 @@ from gate.render.escape import ZWSP
 from gate.render.markdown import render_comment
 
 NOTE_LIMIT = 1_000_000  # GitLab refuses a longer note body
+# the note when the run wrote no report (``rag-gate gitlab note --missing-report note``): the earlier result is out of date
+NO_REPORT_BODY = ("## ⚠️ rag-gate wrote no report\n\nThe newest pipeline's rag-gate run ended before it wrote its report: an "
+                  "input is invalid (exit 2) or the run could not start (exit 3). The rag-gate job's log says which. The "
+                  "result an earlier run posted here is out of date.\n")
 # what untrusted text can hold after gate.render.escape.cell (``~`` is ``\~``, ``&`` is ``&amp;``, ``$`` is ``\$``...)
 _REFERENCE = re.compile(
     r"(?<=!)(?=[0-9])"  # !123, group/project!123: a merge request

@@ -14,7 +14,7 @@ test, and act runs it:
 
 What the test substitutes, and nothing else:
 
-- `<owner>/rag-gate@<ref>` (the docs say `org/rag-gate@v1`) is mapped to a copy of the working tree with act's
+- `<owner>/rag-gate@<ref>` (the docs say `OWNER/rag-gate@v1`) is mapped to a copy of the working tree with act's
   `--local-repository`, so the action's Dockerfile is built from it;
 - the remote actions act cannot fetch here, `actions/cache`, `actions/cache/restore`, `actions/cache/save`,
   `actions/upload-artifact` and `actions/download-artifact`, are mapped the same way to the stand-ins in
@@ -311,7 +311,7 @@ def act() -> str:
 
 @pytest.fixture(scope="module")
 def action_tree(tmp_path_factory: pytest.TempPathFactory, act: str) -> Path:
-    """A copy of the working tree: what `org/rag-gate@v1` is mapped to (its Dockerfile builds the action's image)."""
+    """A copy of the working tree: what `OWNER/rag-gate@v1` is mapped to (its Dockerfile builds the action's image)."""
     dest = tmp_path_factory.mktemp("action") / "rag-gate"
     shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".venv", ".rag-gate", "__pycache__", ".pytest_cache", "*.egg-info",
                                                               "node_modules", ".git"))

@@ -130,3 +130,21 @@ def test_the_last_line_counts_gates_and_says_the_cases_that_errored(tmp_path):
     last = proc.stdout.rstrip().splitlines()[-1]
     assert last == "rag-gate passed: 1 gate: 1 passed, 0 failed, 0 errored, 0 skipped; 1 of 4 cases errored at the target (exit 0)"
     assert "errored q3: results file: HTTP 503 from the service" in proc.stdout
+
+
+@pytest.mark.parametrize("command", [["golden", "import", "--format", "ragas", "--in", "samples.jsonl", "--out", "-"],
+                                     ["run", "--config", "rag-eval.yml", "--report", "-", "--no-progress"]],
+                         ids=["golden-import", "run"])
+def test_a_reader_that_left_ends_the_command_quietly_with_141(tmp_path, command):
+    """stdout piped to a reader that has gone (`| head` once it has its lines): exit 141, as a shell reports SIGPIPE,
+    and no 'internal error' nor traceback on stderr."""
+    ws = workspace(tmp_path)
+    (ws / "samples.jsonl").write_text("".join(json.dumps({"user_input": f"Question {i}?", "reference": "yes", "reference_contexts": ["It is."]}) + "\n"
+                                              for i in range(2000)), encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "gate", *command], cwd=ws, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first write
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141, err
+    assert "internal error" not in err and "Traceback" not in err and "Exception ignored" not in err, err

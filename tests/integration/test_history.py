@@ -180,8 +180,8 @@ def test_concurrent_appends_from_processes_lose_nothing(tmp_path):
     for w in range(workers):
         mine = [c for c in commits if c.startswith(f"w{w}-")]
         assert mine == [f"w{w}-{j}" for j in range(per_worker)]
-    # no temporary file is left behind
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl", "history.jsonl.lock"]
+    # no temporary file nor lock file is left behind (the lock is the folder's): committing the folder commits history
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl"]
 
 
 # --------------------------------------------------------------------------- entry_from_report
@@ -290,6 +290,16 @@ def test_history_record_appends_an_entry(tmp_path):
     assert proc.returncode == EXIT_PASS, proc.stderr
     entries = LocalHistoryStore(root / "eval" / "history.jsonl").read()
     assert [e["branch"] for e in entries] == ["main", "trunk"]
+    # other CI services' branch variables; and none at all is said
+    clean = {v: "" for v in ("GITHUB_REF_NAME", "CI_COMMIT_BRANCH", "BRANCH_NAME", "BUILDKITE_BRANCH", "CIRCLE_BRANCH")}
+    for name in ("CI_COMMIT_BRANCH", "BRANCH_NAME"):
+        proc = rag_gate(root, "history", "record", "--config", "rag-eval.yml", "--report", "report.json",
+                        env={**clean, name: f"from-{name}"})
+        assert proc.returncode == EXIT_PASS and "no branch" not in proc.stderr, proc.stderr
+    proc = rag_gate(root, "history", "record", "--config", "rag-eval.yml", "--report", "report.json", env=clean)
+    assert proc.returncode == EXIT_PASS and "rag-gate: note: the entry has no branch (give --branch;" in proc.stderr
+    entries = LocalHistoryStore(root / "eval" / "history.jsonl").read()
+    assert [e["branch"] for e in entries][2:] == ["from-CI_COMMIT_BRANCH", "from-BRANCH_NAME", None]
 
 
 def test_history_record_refuses_an_errored_report(tmp_path):

@@ -37,11 +37,16 @@ def workspace(tmp_path: Path, name: str = "ws") -> Path:
     return dest
 
 
-def impossible_threshold(ws: Path) -> None:
+def edit_spec(ws: Path, old: str, new: str) -> None:
+    """The workspace's rag-eval.yml with ``old`` (which it must hold) replaced by ``new``."""
     spec = ws / "rag-eval.yml"
     text = spec.read_text(encoding="utf-8")
-    assert "hit_rate@5: {min: 0.80," in text
-    spec.write_text(text.replace("hit_rate@5: {min: 0.80,", "hit_rate@5: {min: 0.99,"), encoding="utf-8")
+    assert old in text
+    spec.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def impossible_threshold(ws: Path) -> None:
+    edit_spec(ws, "hit_rate@5: {min: 0.80,", "hit_rate@5: {min: 0.99,")
 
 
 def restore_threshold(ws: Path) -> None:

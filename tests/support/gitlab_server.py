@@ -1,7 +1,8 @@
 """A stand-in for GitLab's REST API v4 (the part ``rag-gate gitlab note`` uses), answering as GitLab does:
 
 * the token in ``PRIVATE-TOKEN`` or ``Authorization: Bearer``; none or an unknown one: 401 ``{"message": "401
-  Unauthorized"}``; a token of a user who may only read: 403 on a write;
+  Unauthorized"}``; a token of a user who may only read: 403 on a write; a token with scope ``read_api`` only
+  (``READ_API_TOKEN``): 403 ``{"error": "insufficient_scope", "error_description": ..., "scope": "api"}`` on a write;
 * ``GET /user``: the token's user, ``{id, username, ...}``;
 * ``GET /projects/:id/merge_requests/:iid/notes``: the notes (``id``, ``body``, ``author: {id, username}``,
   ``system``, ``created_at``...), paginated (``page``, ``per_page`` up to ``max_per_page``; the headers X-Page,
@@ -24,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from html.parser import HTMLParser
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -33,6 +35,7 @@ BOT = {"id": 41, "username": "project_7_bot_rag", "name": "rag-gate bot", "state
 HUMAN = {"id": 2, "username": "alice", "name": "Alice", "state": "active", "bot": False}
 READER = {"id": 3, "username": "rita", "name": "Rita", "state": "active", "bot": False}
 BOT_TOKEN, HUMAN_TOKEN, READER_TOKEN = "glpat-Bot0Token0For0Tests0x1", "glpat-Human0Token0For0Tests2", "glpat-Reader0Token0Tests03"
+READ_API_TOKEN = "glpat-ReadApi0Scope0Only0x4"  # the bot's user, a token created with scope read_api only
 
 
 @dataclass
@@ -61,7 +64,8 @@ class GitLabServer(StandIn):
         super().__init__()
         self.max_per_page = max_per_page
         self.tokens: dict[str, tuple[dict[str, Any], bool]] = {BOT_TOKEN: (BOT, True), HUMAN_TOKEN: (HUMAN, True),
-                                                               READER_TOKEN: (READER, False)}
+                                                               READER_TOKEN: (READER, False), READ_API_TOKEN: (BOT, True)}
+        self.read_api_only = {READ_API_TOKEN}
         self.projects: dict[int, Project] = {}
         self.received: list[Received] = []
         self._faults: list[tuple[str | None, int, dict[str, str]]] = []
@@ -116,7 +120,7 @@ class GitLabServer(StandIn):
         for i, (m, status, headers) in enumerate(self._faults):
             if m is None or m == method:
                 del self._faults[i]
-                raise _Reply(status, {"message": f"{status} {'Too Many Requests' if status == 429 else 'Bad Gateway'}"}, headers)
+                raise _Reply(status, {"message": f"{status} {HTTPStatus(status).phrase}"}, headers)
         if token not in self.tokens:
             raise _Reply(401, {"message": "401 Unauthorized"})
         user, can_write = self.tokens[token]
@@ -127,6 +131,9 @@ class GitLabServer(StandIn):
             return 200, {**user, "web_url": f"{self.base_url}/{user['username']}"}, {}
         if len(parts) >= 5 and parts[0] == "projects" and parts[2] == "merge_requests" and parts[4] == "notes":
             notes = self._merge_request(unquote(parts[1]), parts[3])
+            if method in ("POST", "PUT") and token in self.read_api_only:
+                raise _Reply(403, {"error": "insufficient_scope", "scope": "api",
+                                   "error_description": "The request requires higher privileges than provided by the access token."})
             if method in ("POST", "PUT") and not can_write:
                 raise _Reply(403, {"message": "403 Forbidden"})
             body = self._body(raw) if method in ("POST", "PUT") else ""

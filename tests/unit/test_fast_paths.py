@@ -28,6 +28,7 @@ from gate.core.errors import InputError, InputErrors
 from gate.core.model import GoldenCase
 from gate.core.ranking import CaseScorer, aggregate, dedupe, first_ranks
 from gate.io import jsonparse
+from gate.io.golden import load_golden_set
 from gate.io.jsonparse import BadJSON, parse, strict
 from gate.io.reports import _NOT_FINITE, COMPACT_ABOVE, SELF_CHECK, fast_compact_json, report_json
 from gate.run.flow import gc_paused
@@ -117,6 +118,26 @@ def test_refused_input_keeps_its_message_and_place() -> None:
     with pytest.raises(BadJSON) as caught:
         parse("\ufeff{}")
     assert "byte-order mark" in caught.value.message
+    with pytest.raises(BadJSON) as caught:
+        parse('{"q": "a\x01b"}')  # json's own message ends in "at"; the column follows it once
+    assert caught.value.message.startswith("invalid JSON: Invalid control character at column 9, near")
+
+
+def test_a_wrong_golden_field_says_what_it_received(tmp_path: Path) -> None:
+    rows = [{"id": "a", "question": "Q?", "relevant_doc_ids": ["d"], "tags": ["x", 3]},
+            {"id": "b", "question": "Q?", "relevant_doc_ids": ["d"], "relevant_texts": ["fine", " "]},
+            {"id": "c", "question": "Q?", "relevant_doc_ids": ["d"], "metadata": [1]},
+            {"id": "d", "question": "Q?", "relevant_doc_ids": ["d"], "category": 7}]
+    path = tmp_path / "golden.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(InputErrors) as caught:
+        load_golden_set(path)
+    said = [str(e) for e in caught.value.errors]
+    assert said == [f"{path}:1: 'tags' must be a list of strings, got a list holding a number (3)",
+                    f"{path}:2: 'relevant_texts' must be a list of non-empty strings (passages or key sentences that "
+                    "answer the question), got a list holding a string (' ')",
+                    f"{path}:3: 'metadata' must be an object, got a list",
+                    f"{path}:4: 'category' must be a string, got a number (7)"]
 
 
 # --------------------------------------------------------------------------- the results file
