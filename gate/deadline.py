@@ -13,6 +13,8 @@ from collections.abc import Callable
 REACHED = "deadline reached (max_duration_s)"
 
 
+ABANDONED = "rag_gate_abandoned"  # an attribute set (True) on a thread left to a call that ran past the deadline
+
 class Deadline:
     def __init__(self, seconds: float | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds

@@ -26,12 +26,13 @@ FIXED_CONTEXT = "rag-gate checks that this service answers from the contexts it 
 def ping_target(spec: Spec, cases: list[GoldenCase]) -> tuple[bool, str]:
     """(every call answered, the lines to print): the answer call a run makes first, and the noise test's call (the
     answer from given contexts) when the spec's robustness stage runs the noise test and the target can make it."""
+    from gate.deadline import Deadline
     from gate.targets.factory import make_target
 
     if not cases:
         return False, "target: not asked (the golden set is empty)"
     case = cases[0]
-    with make_target(spec, cases) as target:
+    with make_target(spec, cases, Deadline(spec.data.get("max_duration_s"))) as target:  # a call that hangs ends there, as in a run
         started = time.perf_counter()
         out = target.ask(case, spec.target_k)
         took = (time.perf_counter() - started) * 1000

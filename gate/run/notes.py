@@ -33,7 +33,28 @@ def unsorted_scores_note(cases: Sequence[GoldenCase], outputs: Mapping[str, Targ
 def target_notes(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], unmatched: Sequence[int]) -> list[str]:
     """What the report says about the target's outputs: results-file lines that match no case, unsorted scores."""
     notes = [f"{len(unmatched)} lines of the results file match no golden case (first at line {unmatched[0]})"] if unmatched else []
-    return notes + unsorted_scores_note(cases, outputs)
+    return notes + unsorted_scores_note(cases, outputs) + near_ids_note(cases, outputs)
+
+
+def near_ids_note(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> list[str]:
+    """A note when retrieved ids differ from a relevant id of their case only in case or surrounding spaces ('Doc1'
+    for 'doc1', 'doc1 '): ids are compared exactly, so those documents count as not retrieved."""
+    found: list[tuple[str, str, str]] = []  # (case, the id retrieved, the relevant id)
+    for c in cases:
+        out = outputs.get(c.id)
+        if out is None or not c.relevant or out.error is not None:
+            continue
+        ids = {d.id for d in out.retrieved}
+        missed = {r.strip().casefold(): r for r in c.relevant if r not in ids}
+        found += [(c.id, d.id, missed[d.id.strip().casefold()]) for d in out.retrieved
+                  if d.id not in c.relevant and d.id.strip().casefold() in missed]
+    if not found:
+        return []
+    case_id, got, want = found[0]
+    cases_hit = len({f[0] for f in found})
+    return [f"{len(found)} retrieved id(s) in {cases_hit} case(s) differ from a relevant id only in case or spaces (first: case "
+            f"{case_id} retrieved {got!r}, its relevant_doc_ids name {want!r}): ids are compared exactly, so those count as "
+            "not retrieved; make the target's ids and the golden set's the same"]
 
 
 def passage_text_warning(spec: Spec, outputs: Mapping[str, TargetOutput]) -> str | None:

@@ -84,12 +84,20 @@ def received(obj: Any) -> str:
     if isinstance(obj, dict):
         if not obj:
             return "an empty object"
-        keys = [repr(k if len(k) <= MAX_KEY_CHARS else k[:MAX_KEY_CHARS] + "...") if isinstance(k, str) else repr(k)[:MAX_KEY_CHARS]
+        keys = [repr(k if len(k) <= MAX_KEY_CHARS else k[:MAX_KEY_CHARS] + "...") if type(k) is str else _key_shown(k)
                 for k in list(obj)[:MAX_KEYS_SHOWN]]
         more = f" and {len(obj) - MAX_KEYS_SHOWN} more" if len(obj) > MAX_KEYS_SHOWN else ""
         return f"an object with key{'s' if len(obj) > 1 else ''} {', '.join(keys)}{more}"
     name = type(obj).__name__
     return "null" if obj is None else f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name[:MAX_KEY_CHARS]}"
+
+
+def _key_shown(key: Any) -> str:
+    """A key that is no string, shown by its repr (cut), or by its type when its repr raises."""
+    try:
+        return repr(key)[:MAX_KEY_CHARS]
+    except Exception:  # an object whose __repr__ raises
+        return f"a {type(key).__name__[:MAX_KEY_CHARS]}"
 
 
 def answer_field(obj: Any, field: str) -> str:

@@ -32,4 +32,4 @@ def make_target(spec: Spec, cases: Sequence[GoldenCase], deadline: Deadline = NO
         return HttpTarget(cfg["http"], secrets=spec.secrets, deadline=deadline)
     from gate.targets.python import PythonTarget
 
-    return PythonTarget.from_spec(spec)
+    return PythonTarget.from_spec(spec, deadline)

@@ -1,9 +1,8 @@
 """Target: a RAG service over HTTP (the default protocol in docs/spec.md, fields remappable).
 
-Each case is one POST. Connection errors, timeouts, 429 and 5xx are retried with
-exponential backoff (a Retry-After header is honoured, up to ``max_retry_after_s``).
-A case whose call still fails, or whose body is not the expected JSON, comes back with
-``error`` set; nothing is raised, nothing is scored as 0.
+Each case is one POST. Connection errors, timeouts, 429 and 5xx are retried with exponential backoff (a Retry-After
+header is honoured, up to ``max_retry_after_s``). A case whose call still fails, or whose body is not the expected
+JSON, comes back with ``error`` set; nothing is raised, nothing is scored as 0.
 
 The body is read as a stream: it may hold at most ``max_response_bytes`` once decoded (gzip included), and a call
 still reading at the deadline (``max_duration_s``) ends there, its connection closed. A redirect is an error naming
@@ -16,7 +15,7 @@ URL's credentials, goes to another origin (scheme, host and port).
 ``context``/``source_documents``, serialised LangChain Documents). A key of ``request``/``response`` set to anything but
 its default overrides the preset's. The noise test's call (``contexts``) has its own URL, body and mappings, each
 defaulting to the main call's. A body of the wrong shape fails its case with what was received (its type or its keys)
-and the mapping to set, and sets ``wrong_shape``.
+and the mapping to set, and sets ``wrong_shape``; so does a body that is a stream (server-sent events, JSON lines).
 """
 
 from __future__ import annotations
@@ -41,11 +40,15 @@ from gate.targets.httpmap import (
     LANGSERVE_REQUEST,
     LANGSERVE_RESPONSE,
     SHAPE_EXAMPLE,
+    StreamBody,
     describe,
+    endpoint_note,
     explicit,
     invoke_url,
     misplaced,
     received,
+    set_path,
+    stream_body,
 )
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -53,13 +56,6 @@ MAX_REDIRECTS = 5
 KEEP_METHOD = frozenset({307, 308})  # the redirects that re-send the POST as it was
 ERROR_BODY_BYTES = 64 * 1024  # what is read of an error status's body, for its message
 DEFAULT_HEADERS = {"Content-Type": "application/json", "User-Agent": "rag-gate"}
-
-
-def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
-    *parents, last = dotted.split(".")
-    for part in parents:
-        obj = obj.setdefault(part, {})
-    obj[last] = value
 
 
 # answers that say the request itself is refused (credentials, method): every case would get the same. Not 404 or 422:
@@ -198,7 +194,7 @@ class HttpTarget(Target):
             try:
                 if self.deadline.reached():
                     raise DeadlineReached()
-                code, after, content, encoding = self._exchange(session, data, url or self.url)
+                code, after, content, headers = self._exchange(session, data, url or self.url)
             except DeadlineReached:
                 raise PostError(f"{REACHED}{f' after: {reason}' if reason else ''}") from None
             except requests.Timeout:
@@ -212,7 +208,7 @@ class HttpTarget(Target):
             else:
                 connected = True
                 if code not in RETRY_STATUS:
-                    return self._outcome(code, content, encoding), (time.perf_counter() - start) * 1000
+                    return self._outcome(code, content, headers, url or self.url), (time.perf_counter() - start) * 1000
                 reason = f"HTTP {code}"
                 if after is not None:
                     if after > self.max_retry_after:
@@ -222,21 +218,24 @@ class HttpTarget(Target):
                 self._sleep(self.deadline.cap(wait))
         raise PostError(f"{reason} after {attempts} attempt{'s' if attempts > 1 else ''}", unreachable=not connected)
 
-    def _outcome(self, code: int, content: bytes, encoding: str | None) -> Any:
+    def _outcome(self, code: int, content: bytes, headers: Any, url: str) -> Any:
         """The JSON of a final answer (not a status that is retried); RuntimeError for an error status (Refused for one
-        that every case would get too) or a body that is not JSON."""
+        that every case would get too), a stream (StreamBody) or a body that is not JSON."""
+        encoding = requests.utils.get_encoding_from_headers(headers)  # as requests' Response.encoding
         if code >= 400:
-            said = f"HTTP {code}: {self.redactor.shorten(text_of(content, encoding), 200)}"
+            said = f"HTTP {code}: {self.redactor.shorten(text_of(content, encoding), 200)}{endpoint_note(url, bool(self.preset)) * (code == 404)}"
             raise (Refused if code in REFUSED_STATUS else StatusError)(said, code)
+        if (stream := stream_body(headers.get("Content-Type"), content)) is not None:
+            raise stream
         try:
             return json_of(content, encoding)
         except ValueError:
             start_of_body = self.redactor.shorten(repr(text_of(content, encoding)), 80)
             raise RuntimeError(f"malformed JSON in the response (HTTP {code}): {start_of_body}") from None
 
-    def _exchange(self, session: requests.Session, data: bytes, start: str) -> tuple[int, float | None, bytes, str | None]:
+    def _exchange(self, session: requests.Session, data: bytes, start: str) -> tuple[int, float | None, bytes, Any]:
         """One attempt: the POST to ``start``, and the redirects it is allowed to follow. (status, Retry-After, body,
-        encoding); RuntimeError for a redirect not followed or a body over the cap, DeadlineReached at the deadline."""
+        headers); RuntimeError for a redirect not followed or a body over the cap, DeadlineReached at the deadline."""
         url = start
         headers = self.configured_headers if origin(start) in self.origins else {}
         for hop in range(MAX_REDIRECTS + 1):
@@ -258,7 +257,7 @@ class HttpTarget(Target):
                                     watchdog=self._watchdog, truncate=error)
             except TooLarge as exc:
                 raise RuntimeError(f"the response is larger than target.http.max_response_bytes ({exc.limit} bytes)") from None
-            return code, retry_after_s(resp.headers.get("Retry-After")), content, resp.encoding
+            return code, retry_after_s(resp.headers.get("Retry-After")), content, resp.headers
         raise AssertionError("unreachable")
 
     def _redirect(self, code: int, url: str, location: str | None, hop: int) -> str:
@@ -287,12 +286,14 @@ class HttpTarget(Target):
         return to
 
     def _failed(self, exc: Exception, shown: str | None = None) -> str:
-        """The error of a call, naming the URL it went to (credentials and secrets redacted)."""
+        """The error of a call, naming the URL it went to (credentials and secrets redacted); a stream is a wrong shape."""
+        said = self.redactor(f"{shown or self.shown_url}: {exc}")
         if isinstance(exc, PostError) and exc.unreachable:
-            self.unreachable = self.redactor(f"{shown or self.shown_url}: {exc}")
-        self.refused = self.redactor(f"{shown or self.shown_url}: {exc}") if isinstance(exc, Refused) else None
+            self.unreachable = said
+        self.refused = said if isinstance(exc, Refused) else None
         self.error_status = exc.status if isinstance(exc, StatusError) else None
-        return self.redactor(f"{shown or self.shown_url}: {exc}")
+        self.wrong_shape, self.shape_hint = (said, exc.hint) if isinstance(exc, StreamBody) else (None, None)
+        return said
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         start = time.perf_counter()

@@ -25,6 +25,48 @@ SHAPE_EXAMPLE = {"retrieved": "data.docs", "id": "doc_id", "text": "content", "s
                  "contexts": "data.passages", "usage": "meta.usage", "cached": "meta.cached", "system": "meta.system"}
 
 
+# bodies that are a stream (of server-sent events, of JSON lines), not one JSON value
+STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl", "application/json-seq", "application/stream+json")
+STREAM_HINT = ("point target.http.url at the endpoint that answers with one JSON body (a LangServe chain's /invoke, with "
+               "`preset: langserve`; a FastAPI route that returns the dict, not a StreamingResponse); rag-gate reads no stream")
+LANGSERVE_ENDPOINTS = ("/stream", "/stream_log", "/stream_events", "/batch")
+
+
+class StreamBody(RuntimeError):
+    """An answer that is a stream, not one JSON body: every case would get the same (a wrong shape)."""
+
+    hint = STREAM_HINT
+
+
+def stream_body(content_type: str | None, content: bytes) -> StreamBody | None:
+    """StreamBody saying what the stream is, when the body is one (by its Content-Type, or its first bytes: an SSE
+    ``event:`` or ``data:`` line); else None."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    sse = media == "text/event-stream" or content.lstrip()[:6].startswith((b"event:", b"data:"))
+    if not sse and media not in STREAM_TYPES:
+        return None
+    kind = "a stream of server-sent events (text/event-stream)" if sse else f"a stream of JSON lines ({media})"
+    return StreamBody(f"returned the wrong shape: the body is {kind}, not one JSON body")
+
+
+def endpoint_note(url: str, langserve: bool) -> str:
+    """What a 404 adds when the preset's /invoke went below another LangServe endpoint (a URL given as .../stream)."""
+    path = urlsplit(url).path.rstrip("/")
+    end = next((e for e in LANGSERVE_ENDPOINTS if path.endswith(e + "/invoke")), None)
+    if not langserve or end is None:
+        return ""
+    return (f" (preset langserve posts to the chain's /invoke: {end} is the chain's {end.lstrip('/')} endpoint, so set "
+            f"target.http.url to the chain's base URL, without {end})")
+
+
+def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
+    """obj['a']['b'] = value for 'a.b', the objects on the way made where missing."""
+    *parents, last = dotted.split(".")
+    for part in parents:
+        obj = obj.setdefault(part, {})
+    obj[last] = value
+
+
 def invoke_url(url: str) -> str:
     """A LangServe chain's URL as given (its base, or its /invoke) made its /invoke."""
     parts = urlsplit(url)

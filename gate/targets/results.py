@@ -170,6 +170,7 @@ class Results:
     id_key: str | None = None  # target.results.id_key
     outputs: dict[str, TargetOutput] = field(default_factory=dict)
     unmatched: list[int] = field(default_factory=list)  # lines that match no golden case
+    near: dict[str, tuple[int, str]] = field(default_factory=dict)  # (line, id) of those lines, by the id stripped and casefolded
     noise: dict[str, dict[str, Any]] = field(default_factory=dict)  # precomputed noise-test answers, by case id
 
 
@@ -197,6 +198,7 @@ def read_results(path: Path, cases: Sequence[GoldenCase], texts: bool = True, id
             continue
         if case_id not in known:
             results.unmatched.append(lineno)
+            results.near.setdefault(near_key(case_id), (lineno, case_id))
             continue
         if case_id in seen:
             errors.append(InputError(f"second line for case {case_id!r} (first at line {seen[case_id]})", file=str(path), line=lineno))
@@ -259,8 +261,15 @@ class ResultsFileTarget(Target):
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         out = self.outputs.get(case.id)
         if out is None:
-            return TargetOutput.failed(case.id, f"no line for this case in {self.results.path.name}")
+            lineno, near = self.results.near.get(near_key(case.id), (0, None))
+            hint = f" (line {lineno} has the id {near!r}, which differs from {case.id!r} only in spaces or case: fix it)" if near else ""
+            return TargetOutput.failed(case.id, f"no line for this case in {self.results.path.name}{hint}")
         return out
+
+
+def near_key(case_id: str) -> str:
+    """An id as compared for a near miss: without its surrounding spaces, casefolded ('Q1 ' and 'q1' alike)."""
+    return case_id.strip().casefold()
 
 
 def _noise_problem(noise: Any) -> str | None:

@@ -31,6 +31,7 @@ ACCEPTED = ("{retrieved: [{id, text, score}], answer}, a chain's output {context
             "a LlamaIndex Response, a Haystack pipeline's result, (answer, documents), or a list of documents "
             "(LangChain, LlamaIndex or Haystack documents, or {id, text, score})")
 DOCUMENTS = "LangChain, LlamaIndex or Haystack documents, {id, text, score} objects or id strings"
+MAX_DOCUMENTS = 10_000  # documents read of one answer (ten times the largest k): more is a retriever that ignores k
 ID_HINT = ("set id_key to the metadata key that holds the ids your golden set's relevant_doc_ids name: target.python.id_key, "
            "or for a results file target.results: {path: ..., id_key: KEY}")
 
@@ -51,7 +52,8 @@ def read_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS,
     output, read as the usual shape would read it. ShapeError naming what was received, with ``hint`` (what to
     return or set) where the shape is not one of these."""
     document = partial(read_document, id_key=id_key)
-    if type(obj) is dict and get_path(obj, fields["retrieved"]) is not None:  # the usual shape, as parse_output reads it
+    if type(obj) is dict and (items := get_path(obj, fields["retrieved"])) is not None:  # the usual shape, as parse_output reads it
+        _not_too_many(items, repr(fields["retrieved"]))
         return _hinted(parse_output, hint, case_id, obj, fields, latency_ms, document=document)
     found = framework_output(obj)
     if found is None and type(obj) is dict:
@@ -78,7 +80,14 @@ def read_documents(items: Any, where: str, id_key: str | None = None) -> list[Re
     """A ranked list of documents of any accepted shape (bare id strings too)."""
     if not isinstance(items, (list, tuple)):
         raise ShapeError(f"{where} must be a list of documents, got {received(items)}")
+    _not_too_many(items, where)
     return [RetrievedDoc(item) if type(item) is str else read_document(item, f"{where}[{i}]", id_key) for i, item in enumerate(items)]
+
+
+def _not_too_many(items: Any, where: str) -> None:
+    if isinstance(items, (list, tuple)) and len(items) > MAX_DOCUMENTS:
+        raise ShapeError(f"{where} holds {len(items)} documents, more than the {MAX_DOCUMENTS} rag-gate reads of one answer",
+                         hint="return the top k documents only: k is the second argument of the call")
 
 
 def read_document(item: Any, where: str, id_key: str | None = None) -> RetrievedDoc:
@@ -87,6 +96,8 @@ def read_document(item: Any, where: str, id_key: str | None = None) -> Retrieved
         text = item.get("text")  # the usual shape, read as parse_output reads it
         return RetrievedDoc(str(item["id"]), text if type(text) is str else None, _score(item.get("score")))
     parts = _dict_parts(item, id_key) if type(item) is dict else _object_parts(item)
+    if parts is None and type(item) is dict and "id" in item and item.keys().isdisjoint(FRAMEWORK_KEYS):
+        raise ShapeError(f"{where}.id must be a non-empty string (or an integer), got {_shown(item['id'])}")
     if parts is None:
         raise ShapeError(f"{where} is not a document (an object with 'id', 'text', 'score', or a LangChain, LlamaIndex or "
                          f"Haystack document): got {received(item)}")
@@ -145,6 +156,7 @@ def _dict_parts(d: dict[str, Any], id_key: str | None) -> Parts | None:
 def _doc_id(parts: Parts, where: str, id_key: str | None) -> str:
     """The id a document is scored by: ``meta[id_key]`` when id_key is set; else its own id, else ``meta["id"]``."""
     meta = parts.meta if isinstance(parts.meta, Mapping) else {}
+    key = "id" if id_key is None else id_key
     if id_key is not None:
         value, said = meta.get(id_key), f"its metadata has no {id_key!r} (id_key)"
     else:
@@ -153,10 +165,19 @@ def _doc_id(parts: Parts, where: str, id_key: str | None) -> str:
             value = meta.get("id")
     if type(value) is int:
         return str(value)
+    if not _is_id(value) and key in meta:
+        said = f"its metadata's {key!r} is {_shown(meta[key])}, not a non-empty string or an integer"
     if not _is_id(value):
         keys = f"; metadata: {received(dict(meta))}" if meta else "; no metadata"
         raise ShapeError(f"{where} ({parts.kind}): {said}{keys}", hint=ID_HINT)
     return str(value)
+
+
+def _shown(value: Any) -> str:
+    """A value that is no id, as an error shows it: its type, and a number's value (NaN, 1.0)."""
+    if value is None or type(value) is str:
+        return "null" if value is None else "an empty string"
+    return f"{received(value)} ({value!r})" if type(value) in (float, bool) else received(value)
 
 
 def _is_id(value: Any) -> bool:
@@ -174,7 +195,7 @@ def _score(x: Any) -> float | None:
         return None
     try:
         f = float(x)
-    except (TypeError, ValueError, OverflowError):
+    except Exception:  # a number-like object whose __float__ fails (or raises anything): no score
         return None
     return f if math.isfinite(f) else None
 
@@ -222,12 +243,24 @@ def framework_output(obj: Any) -> tuple[Any, Any, str] | None:
 
 
 def _dict_output(d: dict[str, Any]) -> tuple[Any, Any, str] | None:
+    context, sources = d.get("context"), d.get("source_documents")
+    if isinstance(context, list) and isinstance(sources, list) and context is not sources and _differ(context, sources):
+        raise ShapeError(f"the chain's output has both 'context' ({len(context)} documents) and 'source_documents' "
+                         f"({len(sources)}), which differ: which one is the ranking is not clear",
+                         hint="return (answer, documents) with the documents whose ranking is measured, or drop the other key")
     for docs_key in ("context", "source_documents"):  # LangChain's retrieval chains
         if isinstance(d.get(docs_key), list):
             return d[docs_key], d.get("answer", d.get("result")), docs_key
     if isinstance(d.get("source_nodes"), list):  # LlamaIndex's Response as JSON
         return d["source_nodes"], d.get("response"), "source_nodes"
     return _haystack_output(d)
+
+
+def _differ(a: list[Any], b: list[Any]) -> bool:
+    try:
+        return bool(a != b)
+    except Exception:  # documents whose comparison raises: not known to be the same
+        return True
 
 
 def _haystack_output(d: dict[str, Any]) -> tuple[Any, Any, str] | None:
