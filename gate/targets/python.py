@@ -103,6 +103,7 @@ class _Caller:
 
     def __init__(self) -> None:
         self.calls: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], threading.Event] | None] = queue.SimpleQueue()
+        self.closed = False
         self.thread = threading.Thread(target=self._serve, name="rag-gate-python-call")
         self.thread.start()
 
@@ -128,6 +129,7 @@ def close_callers() -> None:
         live = list(_LIVE)
         _LIVE.clear()
     for caller in live:
+        caller.closed = True  # a thread that kept it gets a new one on its next call
         caller.calls.put(None)
     for caller in live:
         caller.thread.join()
@@ -143,7 +145,7 @@ def within(deadline: Deadline, fn: Callable[..., Any], *args: Any) -> Any:
     if left <= 0:
         raise Overrun(f"{REACHED}: the call was not made")
     caller = getattr(_CALLERS, "caller", None)
-    if caller is None:
+    if caller is None or caller.closed:
         caller = _CALLERS.caller = _Caller()
         with _LIVE_LOCK:
             _LIVE.append(caller)

@@ -293,3 +293,16 @@ def test_each_call_is_made_on_the_same_thread_while_none_overran(tmp_path: Path)
     report = json.loads((ws / "report.json").read_text(encoding="utf-8"))
     assert proc.returncode == 0 and report["target"]["errors"] == 0, proc.stdout + proc.stderr
     assert report["stages"]["retrieval"]["metrics"]["mrr"] == 1.0
+
+
+def test_a_target_closed_then_another_made_answers_on_a_new_caller_thread() -> None:
+    """Two runs in one process (main([...]) twice): the first target's close ends its caller threads, and the
+    second target's calls from the same thread are made on a new one, not queued to a thread that has ended."""
+    for _ in range(2):
+        target = PythonTarget(lambda q, k: {"retrieved": [{"id": "fares#1"}], "answer": "A ticket costs $3.50."})
+        target.deadline = Deadline(20)
+        started = time.monotonic()
+        out = target.ask(CASE, 5)
+        target.close()
+        assert out.error is None and [d.id for d in out.retrieved] == ["fares#1"], out.error
+        assert time.monotonic() - started < 10
