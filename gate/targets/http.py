@@ -32,7 +32,7 @@ import requests
 from gate.core.model import Answer, GoldenCase, TargetOutput
 from gate.core.redact import Redactor
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
-from gate.io.http import DeadlineReached, TooLarge, Watchdog, json_of, origin, read_body, retry_after_s, text_of
+from gate.io.http import DeadlineReached, TooLarge, Watchdog, innermost, json_of, origin, read_body, retry_after_s, text_of
 from gate.targets import DEFAULT_FIELDS, Beside, Target, answer_field, get_path, output_from, parse_output
 from gate.targets.httpmap import (
     DEFAULT_REQUEST,
@@ -383,11 +383,8 @@ class HttpTarget(Target):
             return Answer(None, self.shape_error(obj, exc, contexts=True), latency)
 
     def _innermost(self, exc: Exception) -> str:
-        """The innermost reason of a requests/urllib3 error, without the long wrapper chain: redacted, then cut."""
-        inner: BaseException = exc
-        while inner.__context__ is not None and inner.__context__ is not inner:
-            inner = inner.__context__
-        return self.redactor.shorten(str(inner) or type(inner).__name__, 160)
+        """The innermost reason of a requests/urllib3 error (gate.io.http.innermost): redacted, then cut."""
+        return self.redactor.shorten(innermost(exc), 160)
 
     def close(self) -> None:
         self._watchdog.close()
