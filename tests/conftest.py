@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
         if path.stem in DOCKER_MODULES:
             item.add_marker(pytest.mark.docker)
+
+
+def _threads_left() -> list[threading.Thread]:
+    """The threads a test left running that the interpreter's exit would wait for (not daemons), after a grace."""
+    left = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
+    for t in left:
+        t.join(5)
+    return [t for t in left if t.is_alive()]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A test that leaves a thread waiting forever made pytest print its summary and then never exit (a CI job ran
+    out of time on it): name the threads and end with exit status 1 instead."""
+    left = _threads_left()
+    if left:
+        names = ", ".join(sorted(t.name for t in left))
+        sys.stderr.write(f"\nthe tests left {len(left)} thread(s) running that the exit would wait for: {names}\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)
 
 
 JUNIT_XSD = Path(__file__).parent / "data" / "junit-10.xsd"  # Jenkins' JUnit schema (xunit plugin)

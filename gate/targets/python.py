@@ -98,10 +98,12 @@ class _Caller:
     """The thread that makes the user's calls for one of the run's threads, one call at a time: the same thread for
     every call (what the user's code keeps per thread, a connection or a session, stays valid; a thread it starts is
     not a daemon and is waited for, as from the run's own threads), until a call runs past the deadline: that thread
-    is then left to it (marked ``ABANDONED``; the console's run ends the process without waiting for it), and the next
-    call gets a new one. ``close_callers`` ends the others once the run is done with the target."""
+    is then left to it (marked ``ABANDONED``; the console's run ends the process without waiting for it; it ends when
+    that call returns), and the next call gets a new one. ``close_callers`` ends the others once the run is done with
+    the target, or at the interpreter's exit."""
 
     def __init__(self) -> None:
+        _close_at_exit()
         self.calls: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], threading.Event] | None] = queue.SimpleQueue()
         self.closed = False
         self.thread = threading.Thread(target=self._serve, name="rag-gate-python-call")
@@ -121,6 +123,24 @@ class _Caller:
 _CALLERS = threading.local()  # each of the run's threads: its _Caller
 _LIVE: list[_Caller] = []  # every caller not abandoned, for close_callers
 _LIVE_LOCK = threading.Lock()
+_EXIT_HOOKED = False
+
+
+def _close_at_exit() -> None:
+    """Once per process: the interpreter's exit ends the idle callers of a target never closed (a library use that
+    makes a PythonTarget and drops it), as it does ThreadPoolExecutor's workers, before it waits for the threads that
+    are not daemons: none of them would get another call."""
+    global _EXIT_HOOKED
+    with _LIVE_LOCK:
+        if _EXIT_HOOKED:
+            return
+        _EXIT_HOOKED = True
+    register = getattr(threading, "_register_atexit", None)  # CPython's hook, the one concurrent.futures uses
+    if register is not None:
+        try:
+            register(close_callers)
+        except RuntimeError:  # the interpreter is already shutting down
+            pass
 
 
 def close_callers() -> None:
@@ -157,6 +177,7 @@ def within(deadline: Deadline, fn: Callable[..., Any], *args: Any) -> Any:
         with _LIVE_LOCK:
             _LIVE.remove(caller)
         setattr(caller.thread, ABANDONED, True)
+        caller.calls.put(None)  # it ends once that call returns, if ever (else the interpreter's exit would wait on it)
         raise Overrun(f"{REACHED}: the call was still running, it was left running and its result ignored")
     if "error" in box:
         raise box["error"]

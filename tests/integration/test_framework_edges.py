@@ -255,14 +255,53 @@ def test_retrieved_ids_that_differ_only_in_case_or_spaces_get_a_note() -> None:
 
 
 def test_a_deadline_already_reached_ends_the_call_without_waiting() -> None:
+    """The call is left running; once it returns, the thread that made it ends (it gets no other call: left waiting
+    for one, it kept a process that ran the target in-process from exiting, as pytest itself did)."""
     release = threading.Event()
     target = PythonTarget(lambda q, k: release.wait(30))
     target.deadline = Deadline(0.2)
     started = time.monotonic()
     out = target.ask(CASE, 5)
-    release.set()
     assert time.monotonic() - started < 5
     assert out.error is not None and out.error.startswith(REACHED), out.error
+    (left,) = [t for t in threading.enumerate() if t.name == "rag-gate-python-call" and t.is_alive() and getattr(t, "rag_gate_abandoned", False)]
+    release.set()
+    left.join(10)
+    assert not left.is_alive(), "the thread left to the overrunning call waited for another call after it returned"
+    target.close()
+
+
+LIBRARY_USE = '''
+import sys, threading, time
+sys.path.insert(0, {root!r})
+from gate.core.model import GoldenCase
+from gate.deadline import Deadline
+from gate.targets.python import PythonTarget
+
+release = threading.Event()
+target = PythonTarget(lambda q, k: {{"retrieved": [{{"id": "a"}}], "answer": "x"}} if q == "fast" else release.wait(60) and None)
+target.deadline = Deadline(30)
+print(target.ask(GoldenCase(id="g1", question="fast", line=1, relevant={{"a": 1}}), 5).error)
+{overrun}
+print("end of script")
+'''
+
+
+@pytest.mark.parametrize("overrun", [False, True])
+def test_a_process_that_never_closes_its_target_still_exits(tmp_path: Path, overrun: bool) -> None:
+    """A library use: a PythonTarget made with a deadline, asked, never closed (and one call left past the deadline,
+    then returning): the interpreter exits at the end of the script instead of waiting on an idle caller thread."""
+    left = ("target.deadline = Deadline(0.3)\nprint(target.ask(GoldenCase(id='g2', question='slow', line=2, relevant={'a': 1}), 5).error)\n"
+            "release.set()" if overrun else "")
+    script = tmp_path / "use.py"
+    script.write_text(LIBRARY_USE.format(root=str(ROOT), overrun=left), encoding="utf-8")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 25, "the process waited for a caller thread at its exit"
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "None" and lines[-1] == "end of script", proc.stdout
+    assert (REACHED in lines[1]) == overrun, proc.stdout
 
 
 SQLITE_RAG = '''
