@@ -156,12 +156,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if spec.results_file is not None:
         path, id_key = spec.results_file
         if path.exists():
-            from gate.targets.results import read_results
+            from gate.targets.results import near_key, read_results
 
             results = read_results(path, cases, id_key=id_key)
-            missing = sum(1 for c in cases if c.id not in results.outputs)
-            print(f"{path}: {len(results.outputs)} lines match golden cases, {missing} cases have no line"
-                  + (f", {len(results.unmatched)} lines match no case" if results.unmatched else ""))
+            missing = [c.id for c in cases if c.id not in results.outputs]
+            near = [(c, *results.near[near_key(c)]) for c in missing if near_key(c) in results.near]
+            print(f"{path}: {len(results.outputs)} lines match golden cases, {len(missing)} cases have no line"
+                  + (f", {len(results.unmatched)} lines match no case" if results.unmatched else "")
+                  + (f"; {len(near)} of those lines have an id that differs from a case's only in spaces or case (first: "
+                     f"line {near[0][1]} has {near[0][2]!r}, the case is {near[0][0]!r}): fix them" if near else ""))
         else:
             print(f"{path}: not there yet (it is read when `rag-gate run` starts)")
     if args.ping:

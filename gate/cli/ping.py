@@ -37,7 +37,7 @@ def ping_target(spec: Spec, cases: list[GoldenCase]) -> tuple[bool, str]:
         out = target.ask(case, spec.target_k)
         took = (time.perf_counter() - started) * 1000
         if out.error is not None:
-            return False, f"target ({target.kind}): {failed(target, out.error)} for case {case.id}: {out.error}"
+            return False, f"target ({target.kind}): {failed(target, out.error)} for case {case.id}: {_said(target, out.error)}"
         answered = "an answer" if out.answer else "no answer"
         needed = spec.stages.retrieval is not None and not out.retrieved
         none = f": the retrieval metrics need them ({NO_PASSAGES.get(target.kind, 'retrieved')})" if needed else ""
@@ -51,8 +51,15 @@ def ping_target(spec: Spec, cases: list[GoldenCase]) -> tuple[bool, str]:
         took = (time.perf_counter() - started) * 1000
     call = f"target ({target.kind}), the noise test's call (an answer from {len(contexts)} given contexts)"
     if got.error is not None:
-        return False, "\n".join([*lines, f"{call}: {failed(target, got.error)} for case {case.id}: {got.error}"])
+        return False, "\n".join([*lines, f"{call}: {failed(target, got.error)} for case {case.id}: {_said(target, got.error)}"])
     return True, "\n".join([*lines, f"{call}: answered case {case.id} in {took:.0f} ms"])
+
+
+def _said(target: Target, error: str) -> str:
+    """A failed call's error after the words ``failed`` gives (which say "returned the wrong shape" already)."""
+    from gate.targets import WRONG_SHAPE, shape_said
+
+    return shape_said(error) if failed(target, error) == WRONG_SHAPE else error
 
 
 def failed(target: Target, error: str) -> str:

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from gate.core.errors import RunError
 from gate.core.model import GoldenCase, TargetOutput
 from gate.deadline import NO_DEADLINE, REACHED, Deadline
-from gate.targets import Target
+from gate.targets import Target, shape_said
 
 
 def collect_outputs(
@@ -46,7 +46,7 @@ def collect_outputs(
                            hint="check target.http.url (its path), the headers (credentials) and the request mapping "
                                 "(target.http.request; preset: langserve for a LangServe chain); no other case was asked")
         if target.wrong_shape:
-            raise RunError(f"the target returned the wrong shape for case {first.case_id}: {target.wrong_shape}",
+            raise RunError(f"the target returned the wrong shape for case {first.case_id}: {shape_said(target.wrong_shape)}",
                            hint=f"{target.shape_hint or 'fix what the target returns'}; no other case was asked")
     if target.concurrency <= 1 or len(rest) <= 1:
         outputs.update((c.id, ask(c)) for c in rest)

@@ -156,7 +156,9 @@ def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS
         if type(doc_id) is not str or not doc_id:
             if type(doc_id) is not int:
                 where = f"{fields['retrieved']}[{i}]"
-                append(_other_item(document, item, where, f"{where}.{fid} must be a non-empty string"))
+                given = fid in item if not nested_id else doc_id is not None
+                append(_other_item(document, item, where, f"{where}.{fid} must be a non-empty string",
+                                   shown_id(doc_id) if given else None))
                 continue
             doc_id = str(doc_id)
         score = item.get(fscore)
@@ -175,12 +177,29 @@ def parse_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS
 FRAMEWORK_KEYS = ("page_content", "content")
 
 
-def _other_item(document: Callable[[Any, str], Passage] | None, item: Any, where: str, problem: str) -> Passage:
+WRONG_SHAPE = "returned the wrong shape"
+
+
+def shape_said(error: str) -> str:
+    """A case's wrong-shape error after a line that says so already: without its own "returned the wrong shape: "."""
+    lead = f"{WRONG_SHAPE}: "
+    return error[len(lead):] if error.startswith(lead) else error.replace(f": {lead}", ": ", 1)
+
+
+def shown_id(value: Any) -> str:
+    """A value that is no id, as an error shows it: its type, and a number's value (NaN, 1.0)."""
+    if value is None or type(value) is str:
+        return "null" if value is None else "an empty string"
+    return f"{received(value)} ({value!r})" if type(value) in (float, bool) else received(value)
+
+
+def _other_item(document: Callable[[Any, str], Passage] | None, item: Any, where: str, problem: str,
+                got: str | None = None) -> Passage:
     """A retrieved item not of the usual shape: read by ``document`` (a framework's document), else ShapeError saying
-    ``problem`` and what was received."""
+    ``problem`` and what was received (``got``, else the item's type or keys)."""
     if document is not None:
         return document(item, where)
-    raise ShapeError(f"{problem}, got {received(item)}")
+    raise ShapeError(f"{problem}, got {received(item) if got is None else got}")
 
 
 _TEXT = attrgetter("text")

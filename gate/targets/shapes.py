@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from gate.core.model import RetrievedDoc, TargetOutput
-from gate.targets import DEFAULT_FIELDS, FRAMEWORK_KEYS, Beside, ShapeError, get_path, output_from, parse_output, received
+from gate.targets import DEFAULT_FIELDS, FRAMEWORK_KEYS, Beside, ShapeError, get_path, output_from, parse_output, received, shown_id
 
 ACCEPTED = ("{retrieved: [{id, text, score}], answer}, a chain's output {context or source_documents, answer or result}, "
             "a LlamaIndex Response, a Haystack pipeline's result, (answer, documents), or a list of documents "
@@ -97,7 +97,7 @@ def read_document(item: Any, where: str, id_key: str | None = None) -> Retrieved
         return RetrievedDoc(str(item["id"]), text if type(text) is str else None, _score(item.get("score")))
     parts = _dict_parts(item, id_key) if type(item) is dict else _object_parts(item)
     if parts is None and type(item) is dict and "id" in item and item.keys().isdisjoint(FRAMEWORK_KEYS):
-        raise ShapeError(f"{where}.id must be a non-empty string (or an integer), got {_shown(item['id'])}")
+        raise ShapeError(f"{where}.id must be a non-empty string (or an integer), got {shown_id(item['id'])}")
     if parts is None:
         raise ShapeError(f"{where} is not a document (an object with 'id', 'text', 'score', or a LangChain, LlamaIndex or "
                          f"Haystack document): got {received(item)}")
@@ -166,18 +166,11 @@ def _doc_id(parts: Parts, where: str, id_key: str | None) -> str:
     if type(value) is int:
         return str(value)
     if not _is_id(value) and key in meta:
-        said = f"its metadata's {key!r} is {_shown(meta[key])}, not a non-empty string or an integer"
+        said = f"its metadata's {key!r} is {shown_id(meta[key])}, not a non-empty string or an integer"
     if not _is_id(value):
         keys = f"; metadata: {received(dict(meta))}" if meta else "; no metadata"
         raise ShapeError(f"{where} ({parts.kind}): {said}{keys}", hint=ID_HINT)
     return str(value)
-
-
-def _shown(value: Any) -> str:
-    """A value that is no id, as an error shows it: its type, and a number's value (NaN, 1.0)."""
-    if value is None or type(value) is str:
-        return "null" if value is None else "an empty string"
-    return f"{received(value)} ({value!r})" if type(value) in (float, bool) else received(value)
 
 
 def _is_id(value: Any) -> bool:

@@ -218,8 +218,10 @@ def test_a_streaming_body_is_said_to_be_a_stream_and_stops_the_run(tmp_path: Pat
     assert f"the target returned the wrong shape for case g0: {stream_server}{path}" in proc.stderr
     assert said in proc.stderr and "not one JSON body" in proc.stderr and "malformed JSON" not in proc.stderr
     assert "no other case was asked" in proc.stderr and "StreamingResponse" in proc.stderr
+    assert proc.stderr.splitlines()[0].count("wrong shape") == 1, proc.stderr  # said once, not again by the case's error
     ping = rag_gate(work, "validate", "--ping")
     assert ping.returncode == 3 and f"returned the wrong shape for case g0: {stream_server}{path}" in ping.stdout, ping.stdout
+    assert next(ln for ln in ping.stdout.splitlines() if ln.startswith("target")).count("wrong shape") == 1, ping.stdout
 
 
 def test_a_langserve_url_at_the_stream_endpoint_says_to_give_the_base(tmp_path: Path, stream_server: str) -> None:

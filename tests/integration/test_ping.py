@@ -116,7 +116,7 @@ def test_ping_fails_on_a_contexts_call_that_would_fail_while_the_answer_call_pas
     answer, noise = target_lines(proc)
     assert answer.startswith("target (http): answered case q1 in ")
     assert noise.startswith(f"target (http), the noise test's call (an answer from 1 given contexts): returned the wrong shape "
-                            f"for case q1: {other_url}: returned the wrong shape: ")
+                            f"for case q1: {other_url}: an object with keys ")
     assert "an object with keys 'output', 'metadata'" in noise  # what was received
     assert "target.http.contexts.response.answer" in noise and "NOT reachable" not in proc.stdout
     assert asked == [{"question": Q, "contexts": ["text of d1"]}]
@@ -139,7 +139,8 @@ def test_ping_says_the_wrong_shape_of_the_answer_call_and_makes_no_other(tmp_pat
         calls, url = len(srv.requests), srv.url
     assert proc.returncode == 3
     (line,) = target_lines(proc)
-    assert line.startswith(f"target (http): returned the wrong shape for case q1: {url}: returned the wrong shape: ")
+    assert line.startswith(f"target (http): returned the wrong shape for case q1: {url}: no 'retrieved' field (got an object with keys ")
+    assert line.count("wrong shape") == 1, line  # said once
     assert "an object with keys 'output', 'metadata'" in line
     assert "set `preset: langserve`" in line and "NOT reachable" not in line and calls == 1
 

@@ -150,6 +150,17 @@ def test_lines_for_unknown_cases_are_ignored_and_counted(tmp_path: Path) -> None
     proc = cli("validate", "--config", str(spec), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "4 lines match golden cases, 0 cases have no line, 2 lines match no case" in proc.stdout
+    assert "only in spaces or case" not in proc.stdout
+
+
+def test_validate_names_a_line_whose_id_differs_from_a_case_only_in_spaces_or_case(tmp_path: Path) -> None:
+    rows = [ALL_LINES[0], {**ALL_LINES[1], "id": " C2"}, ALL_LINES[2], {**ALL_LINES[3], "id": "C4"}]
+    spec = write(tmp_path, rows)
+    proc = cli("validate", "--config", str(spec), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(str(tmp_path / "results.jsonl")) or "lines match" in ln)
+    assert line.endswith("2 lines match golden cases, 2 cases have no line, 2 lines match no case; 2 of those lines have an id "
+                         "that differs from a case's only in spaces or case (first: line 2 has ' C2', the case is 'c2'): fix them"), line
 
 
 def test_line_with_error_is_an_errored_case(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from gate.core.errors import InputError, RunError
 from gate.core.model import GoldenCase, TargetOutput
 from gate.run.ask import collect_outputs
-from gate.targets import ShapeError, parse_output
+from gate.targets import DEFAULT_FIELDS, ShapeError, parse_output
 from gate.targets import results as results_module
 from gate.targets.python import PythonTarget
 from gate.targets.results import ResultsFileTarget
@@ -329,3 +329,16 @@ def test_the_spec_takes_a_function_or_a_retriever(tmp_path: Path, python: str, n
     assert err.value.line == 4 and needle in err.value.message
     spec.write_text(spec.read_text(encoding="utf-8").replace(python, '{retriever: "m:r", answerer: "m:a", id_key: doc}'), encoding="utf-8")
     assert load_spec(spec).target["python"] == {"retriever": "m:r", "answerer": "m:a", "id_key": "doc", "concurrency": 1}
+
+
+@pytest.mark.parametrize(("given", "said"), [(None, "got null"), ("", "got an empty string"), (2.5, "got a float (2.5)"),
+                                             (True, "got a bool (True)"), ([1], "got a list")])
+def test_an_id_given_but_not_an_id_is_named_by_its_value(given: object, said: str) -> None:
+    """The id's own value is said (null, an empty string, a float), not the keys of the object that holds it; an
+    object with no id at all is said by its keys."""
+    with pytest.raises(ShapeError) as err:
+        parse_output("q1", {"retrieved": [{"id": given, "text": "t"}]})
+    assert str(err.value) == f"retrieved[0].id must be a non-empty string, {said}"
+    with pytest.raises(ShapeError) as err:
+        parse_output("q1", {"retrieved": [{"doc": "d1"}]}, {**DEFAULT_FIELDS, "id": "meta.id"})
+    assert "got an object with key 'doc'" in str(err.value)
