@@ -218,6 +218,10 @@ def cmd_golden_export(args: argparse.Namespace) -> int:
     if lost:
         print("not carried (a RAGAS sample has no place for them): " + ", ".join(f"{k} of {n} case(s)" for k, n in lost.items()),
               file=out)
+    bare = sum(1 for r in rows if set(r) == {"user_input"}) if args.format == "ragas" else 0
+    if bare:
+        print(f"note: {bare} sample(s) hold the question alone (unanswerable cases: RAGAS has no field for that); golden "
+              "import --format ragas drops such samples, so keep the golden set itself as the source", file=out)
     listed = args.out.lower().endswith(".json")
     load = {"ragas": "EvaluationDataset.from_list(json.load(f))" if listed else "EvaluationDataset.from_jsonl(path)",
             "deepeval": "EvaluationDataset().add_goldens_from_json_file(path)" if listed

@@ -260,6 +260,7 @@ def test_ragas_export_loads_in_ragas_and_imports_back_on_what_ragas_holds(tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert "wrote 40 sample(s) to samples.jsonl" in proc.stdout
     assert "not carried (a RAGAS sample has no place for them): id of 40 case(s), type of 8 case(s)" in proc.stdout
+    assert "note: 8 sample(s) hold the question alone" in proc.stdout and "drops such samples" in proc.stdout  # said before import
     original = load_golden_set(QUICKSTART)
     samples = EvaluationDataset.from_jsonl(tmp_path / "samples.jsonl").samples
     assert [s.user_input for s in samples] == [c.question for c in original]
