@@ -8,9 +8,10 @@ the usual ``{retrieved: [{id, text, score}], answer, contexts?}``:
                 {page_content, metadata, id?}, LangChain's dumpd {lc: 1, type: constructor, kwargs: {...}},
                 {node: {id_, text, metadata}, score}, {id, content, score, meta?}
     outputs     a chain's output {context | source_documents: [documents], answer | result}; a LlamaIndex Response
-                (response, source_nodes) or {response, source_nodes}; a Haystack pipeline's result {component:
-                {documents}, component: {replies} | {answers: [GeneratedAnswer]}}; an (answer, documents) pair; a
-                list of documents (retrieval only)
+                (response, source_nodes), a StreamingResponse once read, or {response, source_nodes}; a Haystack
+                pipeline's result {component: {documents}, component: {replies} | {answers: [GeneratedAnswer]}}; an
+                (answer, documents) pair; a list of documents (retrieval only)
+    answers     a string, a message (content, text, data) or an object holding one in ``message``
 
 A document's id is its own (Document.id, the node's id, Haystack's id), else ``metadata["id"]``; with ``id_key``,
 ``metadata[id_key]`` (``meta`` for Haystack) and nothing else. Its score: the object's, or a LangChain Document's
@@ -54,7 +55,7 @@ def read_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS,
     document = partial(read_document, id_key=id_key)
     if type(obj) is dict and (items := get_path(obj, fields["retrieved"])) is not None:  # the usual shape, as parse_output reads it
         _not_too_many(items, repr(fields["retrieved"]))
-        return _hinted(parse_output, hint, case_id, obj, fields, latency_ms, document=document)
+        return _hinted(parse_output, hint, case_id, _answer_read(obj, fields["answer"], hint), fields, latency_ms, document=document)
     found = framework_output(obj)
     if found is None and type(obj) is dict:
         return _hinted(parse_output, hint, case_id, obj, fields, latency_ms)  # raises, naming what was received
@@ -64,6 +65,15 @@ def read_output(case_id: str, obj: Any, fields: dict[str, str] = DEFAULT_FIELDS,
     retrieved = _hinted(read_documents, hint, items, where, id_key)
     return _hinted(output_from, hint, case_id, retrieved, Beside(_hinted(answer_text, hint, answer, "the answer"), None, None),
                    latency_ms=latency_ms)
+
+
+def _answer_read(obj: dict[str, Any], key: str, hint: str | None) -> dict[str, Any]:
+    """The usual shape with its answer a message object (an AIMessage, a ChatMessage: what an LLM call returns) or a
+    str subclass read as the string it holds; JSON values are left for parse_output to read (or to name)."""
+    value = obj.get(key)
+    if value is None or type(value) is str or isinstance(value, (dict, list, int, float)) or "." in key:
+        return obj
+    return {**obj, key: _hinted(answer_text, hint, value, repr(key))}
 
 
 def _hinted(fn: Callable[..., Any], hint: str | None, *args: Any, **kwargs: Any) -> Any:
@@ -76,12 +86,16 @@ def _hinted(fn: Callable[..., Any], hint: str | None, *args: Any, **kwargs: Any)
         raise
 
 
+RETURNED_LIST = "the returned list"  # where the documents are when the call returned a list of them
+
+
 def read_documents(items: Any, where: str, id_key: str | None = None) -> list[RetrievedDoc]:
     """A ranked list of documents of any accepted shape (bare id strings too)."""
     if not isinstance(items, (list, tuple)):
         raise ShapeError(f"{where} must be a list of documents, got {received(items)}")
     _not_too_many(items, where)
-    return [RetrievedDoc(item) if type(item) is str else read_document(item, f"{where}[{i}]", id_key) for i, item in enumerate(items)]
+    at = (lambda i: f"item {i} of {where}") if where == RETURNED_LIST else (lambda i: f"{where}[{i}]")
+    return [RetrievedDoc(item) if type(item) is str else read_document(item, at(i), id_key) for i, item in enumerate(items)]
 
 
 def _not_too_many(items: Any, where: str) -> None:
@@ -194,14 +208,55 @@ def _score(x: Any) -> float | None:
 
 
 def answer_text(answer: Any, where: str) -> str | None:
-    """An answer: a string, None (retrieval only), or a message object holding one (content, text, data)."""
+    """An answer: a string (LangChain's StrOutputParser gives a str subclass, read as the str it is), None (retrieval
+    only), or a message object holding one (content, its content a list of text blocks too, text, data), or holding
+    such a message (LlamaIndex's ChatResponse)."""
     if answer is None or type(answer) is str:
         return answer
+    text = _text_of(answer)
+    if text is None:
+        raise ShapeError(f"{where} must be a string, got {received(answer)}")
+    return text
+
+
+def _text_of(obj: Any) -> str | None:
+    """The text an answer object holds (``answer_text``), or None."""
+    text = _message_text(obj)
+    if text is None and type(obj) is not dict and (inner := getattr(obj, "message", None)) is not None:
+        text = _message_text(inner)  # LlamaIndex's ChatResponse (what llm.chat returns): its ChatMessage
+    return text
+
+
+def _message_text(obj: Any) -> str | None:
+    if isinstance(obj, str):
+        return str.__str__(obj)
     for name in ("content", "text", "data"):  # LangChain's AIMessage, Haystack's ChatMessage, GeneratedAnswer
-        value = answer.get(name) if type(answer) is dict else getattr(answer, name, None)
-        if type(value) is str:
-            return value
-    raise ShapeError(f"{where} must be a string, got {received(answer)}")
+        value = obj.get(name) if type(obj) is dict else getattr(obj, name, None)
+        if isinstance(value, str):
+            return str.__str__(value)
+        if name == "content" and (joined := _blocks_text(value)) is not None:
+            return joined
+    return None
+
+
+def _blocks_text(value: Any) -> str | None:
+    """A message's content given as blocks (LangChain's [{type: text, text}], Haystack's [{text}], strings): their
+    texts joined; None when it is not such a list or holds no text."""
+    if not isinstance(value, list) or not all(isinstance(b, (str, dict)) for b in value):
+        return None
+    texts = [b if isinstance(b, str) else b["text"] for b in value
+             if isinstance(b, str) or (isinstance(b.get("text"), str) and b.get("type", "text") == "text")]
+    return "".join(map(str.__str__, texts)) if texts else None
+
+
+def _is_answer(obj: Any) -> bool:
+    """Whether ``obj`` is an answer beside a list of documents: a string, or an object holding one (not a dict, not a
+    document)."""
+    if isinstance(obj, str):
+        return True
+    if obj is None or isinstance(obj, (dict, list, tuple)) or _object_parts(obj) is not None:
+        return False
+    return _text_of(obj) is not None
 
 
 def answer_of(obj: Any, where: str) -> str | None:
@@ -214,7 +269,7 @@ def answer_of(obj: Any, where: str) -> str | None:
     found = framework_output(obj) if type(obj) is dict or hasattr(obj, "source_nodes") else None
     if found is None and isinstance(obj, (list, tuple)) and len(obj) == 2:
         found = framework_output(obj)
-    if found is not None and found[2] != "the list":
+    if found is not None and found[2] != RETURNED_LIST:
         return answer_text(found[1], where)
     return answer_text(obj, where)
 
@@ -222,17 +277,31 @@ def answer_of(obj: Any, where: str) -> str | None:
 def framework_output(obj: Any) -> tuple[Any, Any, str] | None:
     """A framework's output: (its ranked documents, its answer, where the documents are), or None."""
     if isinstance(obj, (list, tuple)):
-        if len(obj) == 2 and isinstance(obj[0], str) and isinstance(obj[1], (list, tuple)):
+        if len(obj) == 2 and isinstance(obj[1], (list, tuple)) and _is_answer(obj[0]):
             return obj[1], obj[0], "documents"
-        if len(obj) == 2 and isinstance(obj[1], str) and isinstance(obj[0], (list, tuple)):
+        if len(obj) == 2 and isinstance(obj[0], (list, tuple)) and _is_answer(obj[1]):
             return obj[0], obj[1], "documents"
-        return obj, None, "the list"
+        return obj, None, RETURNED_LIST
     if type(obj) is dict:
         return _dict_output(obj)
     nodes = getattr(obj, "source_nodes", None)
     if isinstance(nodes, list) and hasattr(obj, "response"):  # LlamaIndex Response
         return nodes, obj.response, "source_nodes"
+    if isinstance(nodes, list) and hasattr(obj, "response_gen"):  # LlamaIndex StreamingResponse (streaming=True)
+        return nodes, _streamed(obj), "source_nodes"
     return None
+
+
+def _streamed(obj: Any) -> Any:
+    """A LlamaIndex StreamingResponse's answer once it has been streamed (``response_txt``, set by its
+    ``get_response()``); ShapeError while it is still a stream: rag-gate reads what the call returned, it does not
+    run a stream (whose time would be left out of the latency, past max_duration_s)."""
+    text = getattr(obj, "response_txt", None)
+    if text is not None or getattr(obj, "response_gen", None) is None:
+        return text
+    raise ShapeError(f"got {received(obj)} whose answer is still a stream (response_gen, not yet read)",
+                     hint="return response.get_response() (await it for an async query), or build the query engine without "
+                          "streaming=True")
 
 
 def _dict_output(d: dict[str, Any]) -> tuple[Any, Any, str] | None:
@@ -242,8 +311,13 @@ def _dict_output(d: dict[str, Any]) -> tuple[Any, Any, str] | None:
                          f"({len(sources)}), which differ: which one is the ranking is not clear",
                          hint="return (answer, documents) with the documents whose ranking is measured, or drop the other key")
     for docs_key in ("context", "source_documents"):  # LangChain's retrieval chains
-        if isinstance(d.get(docs_key), list):
+        if isinstance(d.get(docs_key), (list, tuple)):
             return d[docs_key], d.get("answer", d.get("result")), docs_key
+    for docs_key in ("context", "source_documents"):
+        if docs_key in d and ("answer" in d or "result" in d):  # a chain's output whose documents were formatted (a str)
+            raise ShapeError(f"the chain's output's {docs_key!r} must be a list of documents, got {received(d[docs_key])}",
+                             hint=f"keep the retriever's documents in {docs_key!r} (format them for the prompt inside the "
+                                  "chain), or return (answer, documents)")
     if isinstance(d.get("source_nodes"), list):  # LlamaIndex's Response as JSON
         return d["source_nodes"], d.get("response"), "source_nodes"
     return _haystack_output(d)

@@ -342,3 +342,14 @@ def test_an_id_given_but_not_an_id_is_named_by_its_value(given: object, said: st
     with pytest.raises(ShapeError) as err:
         parse_output("q1", {"retrieved": [{"doc": "d1"}]}, {**DEFAULT_FIELDS, "id": "meta.id"})
     assert "got an object with key 'doc'" in str(err.value)
+
+
+def test_a_returned_list_names_its_item_in_words() -> None:
+    """A list returned by a function (retrieval only) has no name of its own: its bad item is 'item 1 of the
+    returned list', not 'the list[1]'."""
+    from gate.targets.shapes import read_output
+
+    with pytest.raises(ShapeError) as err:
+        read_output("q1", [{"id": "d1", "text": "t"}, {"text": "no id"}])
+    assert str(err.value).startswith("item 1 of the returned list is not a document"), str(err.value)
+    assert "got an object with key 'text'" in str(err.value)
