@@ -281,15 +281,34 @@ def framework_output(obj: Any) -> tuple[Any, Any, str] | None:
             return obj[1], obj[0], "documents"
         if len(obj) == 2 and isinstance(obj[0], (list, tuple)) and _is_answer(obj[1]):
             return obj[0], obj[1], "documents"
+        _not_a_stream_of_chunks(obj)
         return obj, None, RETURNED_LIST
     if type(obj) is dict:
         return _dict_output(obj)
     nodes = getattr(obj, "source_nodes", None)
     if isinstance(nodes, list) and hasattr(obj, "response"):  # LlamaIndex Response
+        if hasattr(obj, "chat_stream") and not getattr(obj, "is_done", True):  # a chat engine's stream_chat(), still running
+            raise ShapeError(f"got {received(obj)} whose answer is still a stream (a chat engine's stream_chat(): its "
+                             "response fills in as the stream is read, after the call)",
+                             hint="return chat_engine.chat(question); or read the stream first (''.join(r.response_gen)) "
+                                  "and return (r.response, r.source_nodes)")
         return nodes, obj.response, "source_nodes"
     if isinstance(nodes, list) and hasattr(obj, "response_gen"):  # LlamaIndex StreamingResponse (streaming=True)
         return nodes, _streamed(obj), "source_nodes"
     return None
+
+
+_CHUNK_KEYS = frozenset(("input", "question", "context", "source_documents", "answer", "result"))
+
+
+def _not_a_stream_of_chunks(items: list[Any] | tuple[Any, ...]) -> None:
+    """ShapeError for what a LangChain chain's stream() yields, listed: objects of one key each (input, context,
+    answer...), the output in pieces."""
+    if len(items) > 1 and all(isinstance(c, dict) and len(c) == 1 for c in items) and any(not _CHUNK_KEYS.isdisjoint(c) for c in items):
+        names = list(dict.fromkeys(repr(k)[:40] for c in items for k in c))
+        keys = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise ShapeError(f"{RETURNED_LIST} holds {len(items)} objects of one key each ({keys}): a chain's output streamed "
+                         "in pieces (chain.stream()), not the output", hint="return chain.invoke(...), not chain.stream(...)")
 
 
 def _streamed(obj: Any) -> Any:

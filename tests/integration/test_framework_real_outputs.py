@@ -107,6 +107,11 @@ def usual_message(question, k):
 
 
 @counted
+def streamed(question, k):  # what chain.stream() gives: the output in pieces, one key each
+    return lcel_chain.stream(question)
+
+
+@counted
 def formatted(question, k):
     return formatted_chain.invoke(question)
 '''
@@ -115,7 +120,10 @@ LLAMAINDEX = COUNTED + '''
 import json
 
 from llama_index.core import Document
-from llama_index.core.llms import ChatMessage, MockLLM
+import time
+
+from llama_index.core.chat_engine import ContextChatEngine
+from llama_index.core.llms import ChatMessage, CompletionResponse, MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 from llama_index.retrievers.bm25 import BM25Retriever
@@ -154,6 +162,29 @@ def retrieve(question, k):
 
 def chat_answer(question, nodes):  # what llm.chat() returns: a ChatResponse (MockLLM echoes the messages)
     return MockLLM().chat([ChatMessage(role="user", content=answer(question, nodes))])
+
+
+class SlowLLM(MockLLM):  # streams its prompt back after half a second: the stream is still running when the call returns
+    def stream_complete(self, prompt, formatted=False, **kwargs):
+        def gen():
+            time.sleep(0.5)
+            yield CompletionResponse(text=prompt, delta=prompt)
+        return gen()
+
+
+def chat_engine():  # a new one each call: a chat engine keeps the conversation
+    return ContextChatEngine.from_defaults(retriever=bm25, llm=SlowLLM())
+
+
+@counted
+def chat_stream(question, k):
+    return chat_engine().stream_chat(question)
+
+
+def chat_stream_read(question, k):
+    reply = chat_engine().stream_chat(question)
+    "".join(reply.response_gen)
+    return reply
 '''
 
 HAYSTACK = COUNTED + '''
@@ -278,6 +309,8 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], str, Callable[[ModuleType, str],
                      lambda m, q: usual(li_nodes((o := m.query(q, K)).source_nodes), o.response)),
     "streamed_response": ("li_rag", {"function": "li_rag:streamed"}, "golden.jsonl",
                           lambda m, q: usual(li_nodes((o := m.streamed(q, K)).source_nodes), o.response)),
+    "chat_stream_read": ("li_rag", {"function": "li_rag:chat_stream_read"}, "golden.jsonl",
+                         lambda m, q: usual(li_nodes((o := m.chat_stream_read(q, K)).source_nodes), o.response)),
     "unscored_document_nodes": ("li_rag", {"retriever": "li_rag:retrieve_unscored", "answerer": "li_rag:answer", "id_key": "doc_id"},
                                 "golden.jsonl", unscored),
     "pipeline_run": ("hs_rag", {"function": "hs_rag:run"}, "golden.jsonl",
@@ -354,6 +387,10 @@ WRONG = {  # a target whose output cannot be read: what the run says of it, and 
                          "keep the retriever's documents in 'context'"),
     "li_rag:streaming": ("got a StreamingResponse whose answer is still a stream (response_gen, not yet read)",
                          "return response.get_response()"),
+    "li_rag:chat_stream": ("got a StreamingAgentChatResponse whose answer is still a stream (a chat engine's stream_chat()",
+                           "return chat_engine.chat(question); or read the stream first"),
+    "lc_rag:streamed": ("the returned list holds 3 objects of one key each ('context', 'question', 'answer'): a chain's "
+                        "output streamed in pieces (chain.stream()), not the output", "return chain.invoke(...), not chain.stream(...)"),
     "hs_rag:leaves_only": ("the pipeline's result has no documents (components: an object with key 'llm')",
                            "run the pipeline with include_outputs_from="),
     "hs_rag:two_rankings": ("the pipeline's result has documents from several components ('retriever', 'ranker')",
@@ -368,7 +405,7 @@ def test_an_output_that_cannot_be_read_stops_after_one_case_saying_what_it_is(tm
     proc = rag_gate(work, {"python": {"function": function, "concurrency": 4}}, "golden.jsonl")
     assert proc.returncode == 3, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert lines[-2] == f"rag-gate: the target returned the wrong shape for case g01: {said}"
+    assert lines[-2].startswith(f"rag-gate: the target returned the wrong shape for case g01: {said}"), lines[-2]
     assert lines[-1].startswith(f"hint: {hint}") and lines[-1].endswith("no other case was asked")
     assert (work / "calls.txt").read_text(encoding="utf-8").splitlines() == [function.split(":")[1]]  # no second call
     assert not (work / "report.json").exists() and "Traceback" not in proc.stderr
