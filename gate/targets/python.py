@@ -103,7 +103,6 @@ class _Caller:
     the target, or at the interpreter's exit."""
 
     def __init__(self) -> None:
-        _close_at_exit()
         self.calls: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], threading.Event] | None] = queue.SimpleQueue()
         self.closed = False
         self.thread = threading.Thread(target=self._serve, name="rag-gate-python-call")
@@ -123,24 +122,6 @@ class _Caller:
 _CALLERS = threading.local()  # each of the run's threads: its _Caller
 _LIVE: list[_Caller] = []  # every caller not abandoned, for close_callers
 _LIVE_LOCK = threading.Lock()
-_EXIT_HOOKED = False
-
-
-def _close_at_exit() -> None:
-    """Once per process: the interpreter's exit ends the idle callers of a target never closed (a library use that
-    makes a PythonTarget and drops it), as it does ThreadPoolExecutor's workers, before it waits for the threads that
-    are not daemons: none of them would get another call."""
-    global _EXIT_HOOKED
-    with _LIVE_LOCK:
-        if _EXIT_HOOKED:
-            return
-        _EXIT_HOOKED = True
-    register = getattr(threading, "_register_atexit", None)  # CPython's hook, the one concurrent.futures uses
-    if register is not None:
-        try:
-            register(close_callers)
-        except RuntimeError:  # the interpreter is already shutting down
-            pass
 
 
 def close_callers() -> None:
@@ -153,6 +134,12 @@ def close_callers() -> None:
         caller.calls.put(None)
     for caller in live:
         caller.thread.join()
+
+
+# The interpreter's exit ends the idle callers of a target never closed (a library use that makes a PythonTarget and
+# drops it) before it waits for the threads that are not daemons, as concurrent.futures does for its workers (with
+# the same CPython hook): none of them would get another call.
+getattr(threading, "_register_atexit", lambda fn: None)(close_callers)
 
 
 def within(deadline: Deadline, fn: Callable[..., Any], *args: Any) -> Any:
