@@ -6,6 +6,7 @@ has), then walks the relevant ids found, in rank order, once, and reads every me
 hit's rank (hit_rate, mrr), the hits within each k (recall, precision, context_recall), the discounted gains (ndcg)
 and the precisions at each relevant rank (map). Its values are ``gate.core.ranking.CaseScorer``'s, bit for bit: the
 same float operations in the same order (tests/unit/test_metrics_onepass.py holds the two to it on random lists).
+Where gate.core._native is built, its ``score_case`` runs the same steps in C, to the same values (tests/unit/test_native.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from collections.abc import Callable, Sequence
 from itertools import repeat
 
 from gate.core.catalog import MetricName
+
+try:
+    from gate.core._native import score_case as _native_score
+except ImportError:  # not built (no C compiler where it was installed): the same steps in Python
+    _native_score = None
 
 Ranks = dict[str, "int | None"]
 # (each relevant id's rank or None, the ranks found in order, the value of each metric in the order given)
@@ -43,14 +49,33 @@ def _idcg(cache: IdealDCG, k: int | None, relevant: dict[str, int]) -> float:
     return value
 
 
-def case_scorer(metrics: Sequence[MetricName]) -> Callable[[list[str], dict[str, int]], CaseScores]:
+def case_scorer(metrics: Sequence[MetricName], native: bool = True) -> Callable[[list[str], dict[str, int]], CaseScores]:
     """The function scoring one case (its ranked ids, repeats kept, and its relevant ids with their grades) on
     ``metrics``: each relevant id's rank once repeated ids are dropped (None: not retrieved; ``first_ranks``), the
-    ranks found in increasing order, and each metric's value."""
+    ranks found in increasing order, and each metric's value. ``native``: in C where gate.core._native is built (the
+    Python steps run for what it does not take, which it says by returning None)."""
+    steps = scorer_plan(metrics)
+    python = _python_scorer(list(steps))
+    if not native or _native_score is None:
+        return python
+    in_c = _native_score
+
+    def score(ids: list[str], relevant: dict[str, int]) -> CaseScores:
+        got: CaseScores | None = in_c(steps, ids, relevant)
+        return python(ids, relevant) if got is None else got
+
+    return score
+
+
+def scorer_plan(metrics: Sequence[MetricName]) -> tuple[tuple[int, int | None], ...]:
+    """(kind, k) of each metric, as the scorers read them; ValueError naming one that is no retrieval metric."""
     for m in metrics:
         if m.base not in _KINDS:
             raise ValueError(f"not a retrieval metric: {m.name}")
-    plan = [(_KINDS[m.base], m.k) for m in metrics]
+    return tuple((_KINDS[m.base], m.k) for m in metrics)
+
+
+def _python_scorer(plan: list[tuple[int, int | None]]) -> Callable[[list[str], dict[str, int]], CaseScores]:
     ideal_dcg: IdealDCG = {}
 
     def score(ids: list[str], relevant: dict[str, int]) -> CaseScores:

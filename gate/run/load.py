@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.config.loader import load_spec
 from gate.config.spec import Spec
@@ -18,6 +19,9 @@ from gate.io.history import HistoryStore, LocalHistoryStore
 from gate.io.reports import read_baseline
 from gate.run.options import RunOptions
 from gate.run.traces import TracesRead, read_window
+
+if TYPE_CHECKING:
+    from gate.targets.results import Read
 
 COMMITTED = "the committed baseline file"
 
@@ -37,6 +41,7 @@ class Loaded:
     corpus_ids: frozenset[str] | None = None  # the corpus's document ids (--corpus), read before any question is sent
     calibration: tuple[CalibrationSettings, dict[str, Any] | None] | None = None  # judge.calibration and its file (None: none)
     traces: TracesRead | None = None  # a traces run: the sampled traces (the cases) and what they answered
+    results_read: Callable[[], Read] | None = None  # a results file's target: the file, read while the golden set was
 
     @property
     def history(self) -> list[HistoryEntry]:
@@ -48,6 +53,7 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
     """Read the spec, the golden set, the history and the baseline (the one ``options.choose_baseline`` picks).
     ``unset_ok``: the spec may read variables that are not set (a merge asks no target and no judge)."""
     spec = load_spec(config, unset_ok=unset_ok)
+    results_read = _prefetch(spec)
     max_entries = int(spec.data["history"]["max_entries"])
     traces = read_window(spec, options.now()) if spec.traces is not None else None
     everything = traces.cases if traces is not None else load_golden_set(spec.golden_set_path)
@@ -65,7 +71,17 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
     deadline = Deadline(options.max_duration_s if options.max_duration_s is not None else spec.data["max_duration_s"])
     corpus = frozenset(load_corpus_ids(Path(options.corpus))) if options.corpus else None
     return Loaded(spec, cases, store, entries, baseline, source, deadline, len(everything) - len(cases), corpus, calibration(spec),
-                  traces)
+                  traces, results_read)
+
+
+def _prefetch(spec: Spec) -> Callable[[], Read] | None:
+    """A results file's target: its file, read in a thread while the golden set is read (gate.targets.results)."""
+    results = spec.results_file
+    if results is None or spec.traces is not None:
+        return None
+    from gate.targets.results import prefetch
+
+    return prefetch(results[0])
 
 
 def calibration(spec: Spec) -> tuple[CalibrationSettings, dict[str, Any] | None] | None:

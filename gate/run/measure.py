@@ -115,7 +115,7 @@ def measure(loaded: Loaded, options: RunOptions, only: Sequence[GoldenCase] | No
     spec, cases = loaded.spec, loaded.cases
     asked = cases if only is None else only
     progress = options.progress
-    with make_target(spec, cases, loaded.deadline, loaded.traces.outputs if loaded.traces else None) as target:
+    with make_target(spec, cases, loaded.deadline, loaded.traces.outputs if loaded.traces else None, loaded.results_read) as target:
         if progress is not None:
             progress.on_start(len(asked), target.kind)
         outputs = collect_outputs(target, asked, spec.target_k, progress.on_done if progress else None, loaded.deadline)

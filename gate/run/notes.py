@@ -16,17 +16,21 @@ from gate.deadline import REACHED, Deadline
 if TYPE_CHECKING:
     from gate.run.load import Loaded
 
+try:  # the two loops below in C, where gate.core._native is built (tests/unit/test_native.py holds them to these)
+    from gate.core._native import near_ids as _near_ids_c
+    from gate.core._native import unsorted_scores as _unsorted_c
+except ImportError:
+    _near_ids_c = _unsorted_c = None
+
 
 
 def unsorted_scores_note(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> list[str]:
     """A note when retrieved lists carry scores that are not in descending order: rag-gate ranks by list order (the
     order the RAG system uses), trec_eval by score, so the two would disagree on those cases."""
-    unsorted = [c.id for c in cases
-                if (scores := [d.score for d in outputs[c.id].retrieved if d.score is not None])
-                and any(map(operator.lt, scores, scores[1:]))]
-    if not unsorted:
+    count, first = (_unsorted_c or unsorted_scores)(cases, outputs)
+    if not count:
         return []
-    return [f"{len(unsorted)} case(s) list passages whose scores are not in descending order (first: {unsorted[0]}); "
+    return [f"{count} case(s) list passages whose scores are not in descending order (first: {first}); "
             "rag-gate ranks by the order of the list, trec_eval by score: sort the list if the scores are the ranking"]
 
 
@@ -36,10 +40,31 @@ def target_notes(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput
     return notes + unsorted_scores_note(cases, outputs) + near_ids_note(cases, outputs)
 
 
+def unsorted_scores(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> tuple[int, str | None]:
+    """How many cases list scores out of descending order (those given), and the first one's id."""
+    unsorted = [c.id for c in cases
+                if (scores := [d.score for d in outputs[c.id].retrieved if d.score is not None])
+                and any(map(operator.lt, scores, scores[1:]))]
+    return len(unsorted), unsorted[0] if unsorted else None
+
+
 def near_ids_note(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> list[str]:
     """A note when retrieved ids differ from a relevant id of their case only in case or surrounding spaces ('Doc1'
     for 'doc1', 'doc1 '): ids are compared exactly, so those documents count as not retrieved."""
-    found: list[tuple[str, str, str]] = []  # (case, the id retrieved, the relevant id)
+    found = (_near_ids_c or near_ids)(cases, outputs)
+    if not found:
+        return []
+    case_id, got, want = found[0]
+    cases_hit = len({f[0] for f in found})
+    return [f"{len(found)} retrieved id(s) in {cases_hit} case(s) differ from a relevant id only in case or spaces (first: case "
+            f"{case_id} retrieved {got!r}, its relevant_doc_ids name {want!r}): ids are compared exactly, so those count as "
+            "not retrieved; make the target's ids and the golden set's the same"]
+
+
+def near_ids(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> list[tuple[str, str, str]]:
+    """(case, the id retrieved, the relevant id) of every retrieved id that differs from a relevant id of its case
+    (one it missed) only in case or surrounding spaces."""
+    found: list[tuple[str, str, str]] = []
     for c in cases:
         out = outputs.get(c.id)
         if out is None or not c.relevant or out.error is not None:
@@ -48,13 +73,7 @@ def near_ids_note(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutpu
         missed = {r.strip().casefold(): r for r in c.relevant if r not in ids}
         found += [(c.id, d.id, missed[d.id.strip().casefold()]) for d in out.retrieved
                   if d.id not in c.relevant and d.id.strip().casefold() in missed]
-    if not found:
-        return []
-    case_id, got, want = found[0]
-    cases_hit = len({f[0] for f in found})
-    return [f"{len(found)} retrieved id(s) in {cases_hit} case(s) differ from a relevant id only in case or spaces (first: case "
-            f"{case_id} retrieved {got!r}, its relevant_doc_ids name {want!r}): ids are compared exactly, so those count as "
-            "not retrieved; make the target's ids and the golden set's the same"]
+    return found
 
 
 def passage_text_warning(spec: Spec, outputs: Mapping[str, TargetOutput]) -> str | None:

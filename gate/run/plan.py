@@ -137,7 +137,7 @@ def make_plan(config: str, *, ask_target: bool = True, env: Mapping[str, str] | 
         plan.notes.append("the target was not asked: every sampled case is counted as to judge, with k contexts each")
         _tokens(plan, loaded, [])
         return plan
-    with make_target(spec, cases, loaded.deadline, loaded.traces.outputs if loaded.traces else None) as target:
+    with make_target(spec, cases, loaded.deadline, loaded.traces.outputs if loaded.traces else None, loaded.results_read) as target:
         outputs = collect_outputs(target, sample, spec.target_k)
     cache = open_cache(spec, spec.resolve(spec.data["cache"]["path"]).exists())  # a plan never creates the cache file
     try:

@@ -11,9 +11,15 @@ from gate.core.catalog import MetricName
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.ranking import health_metrics, map_relevant, total_tokens, usage_metrics
 from gate.core.report import CaseResult, GroupMetrics, StageMeasurement
-from gate.core.retrieval_onepass import case_scorer, mean_of
+from gate.core.retrieval_onepass import case_scorer, mean_of, scorer_plan
 from gate.core.settings import MatchSettings, RetrievalSettings
 from gate.core.textmatch import text_matches
+
+try:  # _clearly_fresh and the loop of _score_all in C, where gate.core._native is built (tests/unit/test_native.py)
+    from gate.core._native import clearly_fresh as _clearly_fresh_c
+    from gate.core._native import score_cases as _score_cases_c
+except ImportError:
+    _clearly_fresh_c = _score_cases_c = None
 
 _ID = attrgetter("id")
 Scored = tuple[list[int], int, list[float]]  # a scored case: the ranks of its relevant ids found, how many it has, its values
@@ -44,7 +50,7 @@ def stale_labels(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput
     known: set[str] = set()
     retrieved: set[str] = set()
     answered = [c for c in cases if c.answerable and outputs[c.id].error is None]
-    if level == "exact" and _clearly_fresh(answered, outputs, cutoff):
+    if level == "exact" and (_clearly_fresh_c or _clearly_fresh)(answered, outputs, cutoff):
         return None
     if level != "text":
         exact = level == "exact"
@@ -105,25 +111,7 @@ def retrieval_stage(
     """
     metrics = settings.metrics
     names = [m.name for m in metrics]
-    score = case_scorer(metrics)
-    ranked = _ranking(settings.match)
-    samples: list[CaseResult] = []
-    rows: list[Scored] = []
-    scored: dict[str, Scored] = {}
-    excluded: dict[str, int] = {}
-    for case in cases:
-        out = outputs[case.id]
-        if not case.answerable:
-            excluded[case.type] = excluded.get(case.type, 0) + 1
-            continue
-        got = ranked(case, out) if out.error is None else out.error
-        if isinstance(got, str):
-            samples.append({"id": case.id, "metrics": {}, "error": got})
-            continue
-        ranks, rank_list, row = score(*got)
-        scored[case.id] = one = (rank_list, len(got[1]), row)
-        rows.append(one)
-        samples.append({"id": case.id, "metrics": dict(zip(names, row, strict=True)), "error": None, "relevant_ranks": ranks})
+    samples, rows, scored, excluded = _score_all(settings, names, cases, outputs)
     values = _columns(names, [row for _, _, row in rows])
 
     health, unused = _health(cases, outputs)
@@ -164,6 +152,36 @@ def _health(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) ->
 
 
 Ranked = Callable[[GoldenCase, TargetOutput], "tuple[list[str], dict[str, int]] | str"]
+NO_RELEVANT = "the case has no relevant_doc_ids (its relevant_texts count with match.level: text)"
+
+
+def _score_all(settings: RetrievalSettings, names: list[str], cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput],
+               ) -> tuple[list[CaseResult], list[Scored], dict[str, Scored], dict[str, int]]:
+    """Every case scored: (the samples, the scored rows, the rows by case id, the unanswerable cases by type). In C
+    where gate.core._native is built and the ids are compared as they are (match.level exact)."""
+    metrics = settings.metrics
+    if _score_cases_c is not None and not settings.match.by_text and settings.match.level != "document":
+        return _score_cases_c(scorer_plan(metrics), tuple(names), cases, outputs, NO_RELEVANT, case_scorer(metrics, native=False))
+    score = case_scorer(metrics)
+    ranked = _ranking(settings.match)
+    samples: list[CaseResult] = []
+    rows: list[Scored] = []
+    scored: dict[str, Scored] = {}
+    excluded: dict[str, int] = {}
+    for case in cases:
+        out = outputs[case.id]
+        if not case.answerable:
+            excluded[case.type] = excluded.get(case.type, 0) + 1
+            continue
+        got = ranked(case, out) if out.error is None else out.error
+        if isinstance(got, str):
+            samples.append({"id": case.id, "metrics": {}, "error": got})
+            continue
+        ranks, rank_list, row = score(*got)
+        scored[case.id] = one = (rank_list, len(got[1]), row)
+        rows.append(one)
+        samples.append({"id": case.id, "metrics": dict(zip(names, row, strict=True)), "error": None, "relevant_ranks": ranks})
+    return samples, rows, scored, excluded
 
 
 def _ranking(match: MatchSettings) -> Ranked:
@@ -178,7 +196,7 @@ def _ranking(match: MatchSettings) -> Ranked:
 
     def by_id(case: GoldenCase, out: TargetOutput) -> tuple[list[str], dict[str, int]] | str:
         if not case.relevant:
-            return "the case has no relevant_doc_ids (its relevant_texts count with match.level: text)"
+            return NO_RELEVANT
         return _ids(out, None if exact else to_id), case.relevant if exact else map_relevant(case.relevant, to_id)
 
     return by_text if match.by_text else by_id

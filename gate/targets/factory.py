@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from gate.config.spec import Spec
 from gate.core.model import GoldenCase, TargetOutput
 from gate.deadline import NO_DEADLINE, Deadline
 from gate.targets import Target
 
+if TYPE_CHECKING:
+    from gate.targets.results import Read
+
 
 def make_target(spec: Spec, cases: Sequence[GoldenCase], deadline: Deadline = NO_DEADLINE,
-                traced: Mapping[str, TargetOutput] | None = None) -> Target:
+                traced: Mapping[str, TargetOutput] | None = None, prefetched: Callable[[], Read] | None = None) -> Target:
     """The target the spec names (exactly one of results, http, python, traces: ``traced`` holds the sampled traces'
-    outputs, read by gate.run.traces)."""
+    outputs, read by gate.run.traces; ``prefetched``: the results file, read while the golden set was)."""
     cfg = spec.target
     if "traces" in cfg:
         from gate.targets.traces import TracesTarget
@@ -25,7 +29,7 @@ def make_target(spec: Spec, cases: Sequence[GoldenCase], deadline: Deadline = NO
 
         # the judged stages read the passages' texts; the retrieval stage only their ids, or their texts with match.level text
         path, id_key = results
-        return ResultsFileTarget.read(path, cases, texts=spec.stages.reads_texts, id_key=id_key)
+        return ResultsFileTarget.read(path, cases, texts=spec.stages.reads_texts, id_key=id_key, prefetched=prefetched)
     if "http" in cfg:
         from gate.targets.http import HttpTarget
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -77,6 +78,9 @@ class _LineOfIds(_Line):
 
 
 _OPEN = ("noise", "usage", "cached", "system")  # the fields that hold any JSON value
+_BESIDE = attrgetter("contexts", "error", *_OPEN)  # what a line may hold beside its ranked list and answer
+_NO_BESIDE = (None,) * 6
+_TEXT = attrgetter("text")
 _OPENS = attrgetter(*_OPEN)
 _NO_OPEN = (None,) * len(_OPEN)
 LINE_FIELDS = ("a results line holds id (or question), retrieved [{id, text, score}] in rank order, answer, contexts?, "
@@ -95,13 +99,13 @@ _BOM = b"\xef\xbb\xbf"
 _WHOLE: dict[type, Callable[[bytes], list[Any]]] = {}  # one decoder per shape
 
 
-def _whole_file(raw: bytes, shape: type[_Line]) -> list[_Line] | None:
+def _whole_file(raw: bytes, shape: type[_Line], scanned: tuple[int | None, bool] | None = None) -> list[_Line] | None:
     """Every line of a results file decoded by msgspec in one call (row i is line i + 1), each exactly as ``_read``
     gives it line by line; None when that cannot be told for every line (the file is then read line by line, which
     words what is wrong and where). A raw newline cannot stand inside a JSON string, and ``}`` then ``{`` only between
     two values: a file whose every newline stands between ``}`` and ``{`` (or ends it) holds a value on each line."""
-    lines = _one_value_a_line(raw)
-    if lines is None or raw.startswith(_BOM) or not _utf8(raw):  # msgspec does not check the UTF-8 of what it skips
+    lines, utf8 = _lines_and_utf8(raw) if scanned is None else scanned
+    if lines is None or raw.startswith(_BOM) or not utf8:  # msgspec does not check the UTF-8 of what it skips
         return None
     decode = _WHOLE.get(shape)
     if decode is None:
@@ -118,7 +122,17 @@ def _whole_file(raw: bytes, shape: type[_Line]) -> list[_Line] | None:
     return rows
 
 
-def _one_value_a_line(raw: bytes) -> int | None:
+def _python_lines_and_utf8(raw: bytes) -> tuple[int | None, bool]:
+    return _python_one_value_a_line(raw), _utf8(raw)
+
+
+try:  # the same two answers from one pass in C, where gate.core._native is built
+    from gate.core._native import one_value_a_line as _lines_and_utf8
+except ImportError:
+    _lines_and_utf8 = _python_lines_and_utf8
+
+
+def _python_one_value_a_line(raw: bytes) -> int | None:
     """How many lines ``raw`` holds when each newline (LF, or CRLF throughout: line by line, a lone CR ends a line
     too) stands between ``}`` and ``{`` or ends the file; None otherwise."""
     crlf = b"\r" in raw
@@ -149,13 +163,47 @@ def _utf8(raw: bytes) -> bool:
     return True
 
 
-def _rows(path: Path, shape: type[_Line] | None) -> Iterable[tuple[int, Any]]:
-    """(line number, the line as ``_read`` gives it) of every non-blank line: decoded in one call when it can be
-    (``_whole_file``), else line by line; ``shape`` None: every line as its JSON value."""
+Read = tuple[bytes, tuple["int | None", bool]]  # a results file's bytes, and _lines_and_utf8 of them
+
+
+def _read_now(path: Path) -> Read:
     raw = read_regular_bytes(path)
+    return raw, _lines_and_utf8(raw)
+
+
+def prefetch(path: Path) -> Callable[[], Read]:
+    """Start reading ``path`` (its bytes and ``_lines_and_utf8`` of them: both without the GIL, where gate.core._native
+    is built) in a thread, while the run reads its golden set; the function returned gives what was read, or raises
+    what reading raised (InputError: not found, unreadable...), when the results are read."""
+    box: list[Read | BaseException] = []
+
+    def work() -> None:
+        try:
+            box.append(_read_now(path))
+        except BaseException as exc:  # said where the file is read, as without the thread
+            box.append(exc)
+
+    thread = threading.Thread(target=work, name="rag-gate: read the results file", daemon=True)
+    thread.start()
+
+    def result() -> Read:  # what was read; a second call reads the file again
+        thread.join()
+        got = box.pop() if box else _read_now(path)
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    return result
+
+
+def _rows(path: Path, shape: type[_Line] | None, read: Callable[[], Read] | None = None) -> Iterable[tuple[int, Any]]:
+    """(line number, the line as ``_read`` gives it) of every non-blank line: decoded in one call when it can be
+    (``_whole_file``), else line by line; ``shape`` None: every line as its JSON value. ``read``: the file as
+    ``prefetch`` read it."""
+    raw, scanned = read() if read is not None else (read_regular_bytes(path), None)
     if shape is None:
         return ((lineno, parse_line(path, lineno, line)) for lineno, line in iter_lines(path, raw))
-    rows = _whole_file(raw, shape)
+    rows = _whole_file(raw, shape, scanned)
     if rows is not None:
         return enumerate(rows, 1)
     return ((lineno, _read(path, lineno, line, shape)) for lineno, line in iter_lines(path, raw))
@@ -174,18 +222,19 @@ class Results:
     noise: dict[str, dict[str, Any]] = field(default_factory=dict)  # precomputed noise-test answers, by case id
 
 
-def read_results(path: Path, cases: Sequence[GoldenCase], texts: bool = True, id_key: str | None = None) -> Results:
+def read_results(path: Path, cases: Sequence[GoldenCase], texts: bool = True, id_key: str | None = None,
+                 read: Callable[[], Read] | None = None) -> Results:
     """Read a results file: one line per case, matched by ``id`` (or by ``question``). ``texts`` False: no stage reads
     the passages' texts (nor the contexts made of them), which are then not kept. ``id_key``: every document's id is
     its ``metadata[id_key]`` (target.results.id_key; the lines are then read as the frameworks' forms, not decoded
-    into the usual shape). InputError (InputErrors) naming every bad line."""
+    into the usual shape). ``read``: the file as ``prefetch`` read it. InputError (InputErrors) naming every bad line."""
     by_question = {c.question: c.id for c in cases}
     known = {c.id for c in cases}
     results = Results(path, id_key=id_key)
     errors: list[InputError] = []
     seen: dict[str, int] = {}
     shape = None if id_key is not None else _Line if texts else _LineOfIds
-    for lineno, row in _rows(path, shape):
+    for lineno, row in _rows(path, shape, read):
         readable = isinstance(row, (dict, _Line))
         case_id = row.get("id") if readable else None
         if case_id is None and readable and isinstance(row.get("question"), str):
@@ -218,6 +267,11 @@ def _read_row(results: Results, case_id: str, row: Any, lineno: int) -> list[Inp
         shown = repr(latency) if len(repr(latency)) <= 40 else f"a number of {len(str(latency))} digits"
         return [InputError(f"'latency_ms' must be a number of milliseconds from 0 to {MAX_LATENCY_MS:g}, got {shown}",
                            file=str(path), line=lineno)]
+    if isinstance(row, _Line) and _BESIDE(row) == _NO_BESIDE:  # a ranked list and an answer (a str, or None) alone: the usual
+        retrieved = row.retrieved                               # line, as output_from reads it
+        contexts = [] if type(row) is _LineOfIds else list(filter(None, map(_TEXT, retrieved)))
+        results.outputs[case_id] = TargetOutput(case_id, retrieved, row.answer, contexts, latency)
+        return []
     error = row.get("error")
     if error:
         results.outputs[case_id] = TargetOutput.failed(case_id, f"results file: {error}", latency)
@@ -255,8 +309,9 @@ class ResultsFileTarget(Target):
         self.precomputed_noise = results.noise
 
     @classmethod
-    def read(cls, path: Path, cases: Sequence[GoldenCase], texts: bool = True, id_key: str | None = None) -> ResultsFileTarget:
-        return cls(read_results(path, cases, texts, id_key))
+    def read(cls, path: Path, cases: Sequence[GoldenCase], texts: bool = True, id_key: str | None = None,
+             prefetched: Callable[[], Read] | None = None) -> ResultsFileTarget:
+        return cls(read_results(path, cases, texts, id_key, prefetched))
 
     def ask(self, case: GoldenCase, k: int) -> TargetOutput:
         out = self.outputs.get(case.id)

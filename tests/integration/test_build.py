@@ -1,6 +1,7 @@
 """The Python package: `python -m build` makes an sdist and a wheel (as the release workflow's dist job does) from a
 copy of the source tree; the wheel holds every module and data file of gate/ (the schemas, the render assets), the
-console script and no tests; installed into a fresh virtualenv it runs `rag-gate --help` and the quickstart."""
+compiled gate.core._native (where a C compiler is), the console script and no tests; the sdist holds the C source and
+setup.py; installed into a fresh virtualenv the wheel runs `rag-gate --help` and the quickstart."""
 
 from __future__ import annotations
 
@@ -19,12 +20,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".rag-gate", ".pytest_cache",
-                                ".mypy_cache", ".ruff_cache", "node_modules", "tests", "bench", "examples")
+                                ".mypy_cache", ".ruff_cache", "node_modules", "tests", "bench", "examples",
+                                "*.so")  # gate.core._native as the editable install built it in place: the build compiles its own
+NATIVE_SOURCE = "gate/core/_native.c"
 
 
 def _shipped() -> set[str]:
-    """Every file of the package in the working tree, as a wheel names it."""
-    return {p.relative_to(ROOT).as_posix() for p in (ROOT / "gate").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    """Every file of the package in the working tree, as a wheel names it (but the C source, which the wheel holds
+    compiled, and the module compiled in place)."""
+    return {p.relative_to(ROOT).as_posix() for p in (ROOT / "gate").rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".so" and p.relative_to(ROOT).as_posix() != NATIVE_SOURCE}
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +51,12 @@ def _one(dist: Path, pattern: str) -> Path:
 
 
 def test_the_wheel_holds_the_package_its_data_and_the_console_script(dist: Path) -> None:
-    wheel = _one(dist, "rag_gate-*-py3-none-any.whl")
+    wheel = _one(dist, "rag_gate-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    package = {n for n in names if not n.startswith("rag_gate-")}
+    native = "gate/core/_native" + sysconfig.get_config_var("EXT_SUFFIX")
+    if shutil.which("cc"):
+        assert native in names and wheel.name.endswith(f"-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}.whl")
+    package = {n for n in names if not n.startswith("rag_gate-")} - {native}
     assert package == _shipped(), f"missing: {sorted(_shipped() - package)}; extra: {sorted(package - _shipped())}"
     for data in ("gate/config.schema.json", "gate/report.schema.json", "gate/render/assets/report.js", "gate/render/assets/report.css"):
         assert data in names
@@ -60,7 +68,7 @@ def test_the_sdist_holds_the_sources_the_wheel_is_built_from(dist: Path) -> None
     sdist = _one(dist, "rag_gate-*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
-    assert {"pyproject.toml", "README.md", "LICENSE"} <= names
+    assert {"pyproject.toml", "setup.py", "README.md", "LICENSE", NATIVE_SOURCE} <= names
     assert _shipped() <= names and not any(n.startswith("tests/") for n in names)
 
 
@@ -70,7 +78,7 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_the_quickstart(dist: Path, tmp
     only a .pth file activates), so the `gate` imported is the wheel's."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    wheel = _one(dist, "rag_gate-*-py3-none-any.whl")
+    wheel = _one(dist, "rag_gate-*.whl")
     pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
                          capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, pip.stderr
@@ -79,6 +87,10 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_the_quickstart(dist: Path, tmp
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import gate; print(gate.__file__)"], capture_output=True, text=True, env=env,
                            cwd=tmp_path)
     assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout + where.stderr
+    if shutil.which("cc"):  # the wheel's compiled module is the one a run takes
+        native = subprocess.run([str(venv / "bin" / "python"), "-c", "import gate.core._native as n; print(n.__file__)"],
+                                capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert Path(native.stdout.strip()).is_relative_to(venv), native.stdout + native.stderr
     cli = str(venv / "bin" / "rag-gate")
     helped = subprocess.run([cli, "--help"], capture_output=True, text=True, env=env, timeout=60)
     assert helped.returncode == 0 and "run" in helped.stdout, helped.stderr

@@ -44,7 +44,7 @@ def both(tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch, texts: bo
     took = results_module._whole_file(data, shape) is not None
     fast = outcome(path, texts)
     with monkeypatch.context() as m:
-        m.setattr(results_module, "_whole_file", lambda raw, shape: None)
+        m.setattr(results_module, "_whole_file", lambda raw, shape, scanned=None: None)
         slow = outcome(path, texts)
     assert fast == slow
     return fast, took
@@ -173,3 +173,24 @@ def test_many_random_files_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             data = data.rstrip(b"\r\n")
         took += both(tmp_path, data, monkeypatch, texts=rng.random() < 0.5)[1]
     assert took > 10  # some of them went the one-call way
+
+
+@pytest.mark.parametrize("texts", [True, False], ids=["texts", "ids"])
+@pytest.mark.parametrize("extra", [{}, {"latency_ms": 12.5}, {"answer": None}, {"contexts": ["c1", "c2"]}, {"usage": {"total_tokens": 3}},
+                                   {"cached": True}, {"system": {"model": "m"}}, {"error": ""}, {"noise": {"noisy_answer": "n"}}],
+                         ids=["plain", "latency", "no-answer", "contexts", "usage", "cached", "system", "empty-error", "noise"])
+def test_a_line_reads_as_output_from_reads_it(tmp_path: Path, extra: dict[str, Any], texts: bool) -> None:
+    # the usual line (a ranked list and an answer alone) skips output_from: it must give what output_from gives
+    from gate.targets import Beside, output_from
+    path = tmp_path / "results.jsonl"
+    path.write_text(row("c1", "d1", "y", "x") + "\n" + json.dumps(
+        {"id": "c2", "retrieved": [{"id": "d2", "text": "", "score": 0.5}, {"id": "d9"}], **extra}) + "\n", encoding="utf-8")
+    got = read_results(path, CASES, texts).outputs
+    shape = results_module._Line if texts else results_module._LineOfIds
+    for line in path.read_text(encoding="utf-8").splitlines():
+        decoded = results_module.fast_as(line, shape, open_fields=results_module._OPEN)
+        assert decoded is not None
+        want = output_from(decoded.id, decoded.retrieved, Beside(decoded.answer, decoded.contexts, decoded.usage, decoded.cached,
+                                                                 decoded.system), latency_ms=decoded.latency_ms)
+        assert got[decoded.id] == want
+    assert got["c1"].contexts == (["passage d1", "passage y", "passage x"] if texts else [])

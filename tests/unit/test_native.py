@@ -1,0 +1,268 @@
+"""gate.core._native, the retrieval run's hot loops in C, gives what the Python code it mirrors gives, bit for bit, and
+hands back to it (None) what it does not take; it is built wherever rag-gate is installed with a C compiler."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import struct
+import sysconfig
+
+import pytest
+
+from gate.core.catalog import parse_metric
+from gate.core.retrieval_onepass import case_scorer
+from gate.targets import results as results_module
+from tests.unit.test_metrics_onepass import METRICS, random_case
+
+try:
+    from gate.core import _native as native
+except ImportError:  # not built: the tests below fail where a C compiler is (the install should have built it)
+    native = None
+pytestmark = pytest.mark.skipif(native is None and not shutil.which("cc"), reason="no C compiler: gate.core._native is not built")
+
+
+def bits(row: list[float]) -> list[bytes]:
+    return [struct.pack("<d", x) for x in row]
+
+
+def test_the_module_is_built_where_a_c_compiler_is():
+    # the install (pip install -e . / the wheel) compiles it; without it every run would take the Python steps
+    assert native is not None, "gate.core._native is not built although a C compiler is here"
+    assert native.__file__.endswith(sysconfig.get_config_var("EXT_SUFFIX"))
+    assert case_scorer(METRICS).__qualname__ != case_scorer(METRICS, native=False).__qualname__
+
+
+@pytest.mark.parametrize("graded", [False, True], ids=["binary", "graded"])
+def test_c_and_python_give_the_same_ranks_and_values_bit_for_bit(graded):
+    rng = random.Random(21 + graded)
+    in_c, in_python = case_scorer(METRICS), case_scorer(METRICS, native=False)
+    taken = 0
+    for _ in range(4000):
+        ids, relevant = random_case(rng, graded)
+        got, want = in_c(ids, relevant), in_python(ids, relevant)
+        assert list(got[0].items()) == list(want[0].items())  # the ranks, keys in the order of relevant
+        assert got[1] == want[1] and all(type(r) is int for r in got[1])
+        assert bits(got[2]) == bits(want[2]), (ids, relevant)
+        taken += native.score_case(tuple((m, k) for m, k in _plan(METRICS)), ids, relevant) is not None
+    assert taken == 4000  # every one of these ran in C
+
+
+def _plan(metrics):
+    kinds = {"hit_rate": 0, "mrr": 1, "recall": 2, "context_recall": 2, "precision": 3, "ndcg": 4, "map": 5}
+    return [(kinds[m.base], m.k) for m in metrics]
+
+
+@pytest.mark.parametrize(("ids", "relevant"), [
+    (["a", "b"], {"a": 0, "b": 0}),              # an ideal DCG of 0: the Python code's ZeroDivisionError
+    (["a", "b"], {"a": 2**60, "b": 1}),          # a grade beyond 2**53: its float is not the int
+    (["a"], {"a": 1.5}),                         # a grade that is no int
+])
+def test_what_c_does_not_take_is_handed_to_python(ids, relevant):
+    plan = tuple(_plan([parse_metric("ndcg@10")]))
+    assert native.score_case(plan, ids, relevant) is None
+    in_c, in_python = case_scorer([parse_metric("ndcg@10")]), case_scorer([parse_metric("ndcg@10")], native=False)
+    try:
+        want = in_python(ids, relevant)
+    except ZeroDivisionError:
+        with pytest.raises(ZeroDivisionError):
+            in_c(ids, relevant)
+    else:
+        assert bits(in_c(ids, relevant)[2]) == bits(want[2])
+
+
+def test_odd_arguments_are_handed_back_not_misread():
+    assert native.score_case(((0, None),), ["a"], {"a": 1}) is None  # hit_rate with no k
+    assert native.score_case(((3, 0),), ["a"], {"a": 1}) is None  # precision@0
+    assert native.score_case(((9, 1),), ["a"], {"a": 1}) is None  # no such kind
+    assert native.score_case(((0, 1),), ("a",), {"a": 1}) is None  # a tuple of ids
+    assert native.score_case(((0, 1),), ["a"], {"a": True}) == ({"a": 1}, [1], [1.0])
+    with pytest.raises(TypeError):
+        native.score_case(((0, 1),), ["a"])
+
+
+def test_ids_that_are_equal_but_not_the_same_object_match():
+    a = "".join(["doc", "1"])  # not the interned "doc1"
+    assert native.score_case(((1, None),), ["x", a], {"doc1": 1}) == ({"doc1": 2}, [2], [0.5])
+
+
+def test_repeated_ids_count_once_before_a_relevant_one():
+    got = native.score_case(((1, None), (5, None)), ["x", "x", "y", "x", "r1", "r2"], {"r2": 1, "r1": 1, "z": 1})
+    assert got == ({"r2": 4, "r1": 3, "z": None}, [3, 4], [1 / 3, (1 / 3 + 2 / 4) / 3])
+
+
+def _random_file(rng: random.Random) -> bytes:
+    parts = []
+    for _ in range(rng.randint(0, 6)):
+        parts.append(rng.choice([b'{"id": "a"}', b'{"x": [1, {}]}', b"[1]", b"", b" ", b"{}{}", "{\"t\": \"\u00e9\u4e2d\"}".encode()]))
+        parts.append(rng.choice([b"\n", b"\r\n", b"\r", b"\n\n", b""]))
+    raw = b"".join(parts)
+    if raw and rng.random() < 0.2:
+        raw = raw[: rng.randrange(len(raw))] + bytes([rng.choice([0x80, 0xC3, 0xED, 0xF5, 0xE0])]) + raw[rng.randrange(len(raw)):]
+    return raw
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def test_the_line_count_and_utf8_check_are_the_python_ones():
+    rng = random.Random(5)
+    seen = set()
+    for _ in range(5000):
+        raw = _random_file(rng)
+        lines, utf8 = native.one_value_a_line(raw)
+        assert lines == results_module._python_one_value_a_line(raw), raw
+        assert utf8 is _utf8(raw), raw
+        seen.add((lines is None, utf8))
+    assert seen == {(True, True), (True, False), (False, True), (False, False)}
+
+
+@pytest.mark.parametrize("raw", [
+    b"\xed\xa0\x80", b"\xc0\xaf", b"\xe0\x80\xaf", b"\xf4\x90\x80\x80", b"\xf0\x8f\xbf\xbf", b"\xc3", b"\xef\xbb\xbf{}",
+    "\U0010ffff\ud7ff\ue000".encode(), bytes(range(128)),
+])
+def test_utf8_edges(raw):
+    assert native.one_value_a_line(raw)[1] is _utf8(raw)
+
+
+def test_the_ascii_whitespace_is_what_str_strip_strips():
+    # near_ids folds an ASCII id in C: its table of spaces must be str.isspace's below 128
+    spaces = [chr(i) for i in range(128) if chr(i).isspace()]
+    assert spaces == [chr(i) for i in (*range(0x09, 0x0E), *range(0x1C, 0x21))]
+    for ch in spaces:
+        assert native.near_ids([_case("q", {"doc": 1})], {"q": _out([f"{ch}DOC{ch}"])}) == [("q", f"{ch}DOC{ch}", "doc")]
+
+
+def _case(cid, relevant, type_="answerable"):
+    from gate.core.model import GoldenCase
+    return GoldenCase(id=cid, question=f"question {cid}", line=1, relevant=relevant, type=type_)
+
+
+def _out(ids, scores=None, error=None):
+    from gate.core.model import RetrievedDoc, TargetOutput
+    scores = scores or [None] * len(ids)
+    return TargetOutput(case_id="x", retrieved=[RetrievedDoc(i, score=s) for i, s in zip(ids, scores, strict=True)], error=error)
+
+
+SPELLINGS = ["d1", "D1", " d1", "d1\t", "\x1cd1", "d\u0130", "D\u0131", "stra\u00dfe", "STRASSE", "\u212a1", "k1", "K1",
+             "d2", "D2 ", "caf\u00e9", "CAF\u00c9", "\u00a0d2", "d2\u2003", "", " ", "x"]
+
+
+def _random_outputs(rng):
+    cases, outputs = [], {}
+    for i in range(300):
+        cid = f"q{i}"
+        relevant = {r: 1 for r in rng.sample(SPELLINGS, rng.randint(0, 4))}
+        cases.append(_case(cid, relevant, rng.choice(["answerable"] * 5 + ["unanswerable"])))
+        ids = [rng.choice(SPELLINGS) for _ in range(rng.randint(0, 12))]
+        scores = [rng.choice([None, 0.5, 0.2, 0.9, 1, 0.9]) for _ in ids]
+        if rng.random() < 0.2:
+            scores = sorted([s for s in scores if s is not None], reverse=True) + [None] * sum(s is None for s in scores)
+        if rng.random() < 0.05:
+            continue  # no output for the case (near_ids skips it)
+        outputs[cid] = _out(ids, scores, error="boom" if rng.random() < 0.05 else None)
+    return cases, outputs
+
+
+def test_the_notes_loops_are_the_python_ones():
+    from gate.run import notes
+    rng = random.Random(9)
+    near_total = unsorted_total = 0
+    for _ in range(40):
+        cases, outputs = _random_outputs(rng)
+        got = native.near_ids(cases, outputs)
+        assert got == notes.near_ids(cases, outputs)
+        near_total += len(got)
+        present = [c for c in cases if c.id in outputs]
+        count, first = native.unsorted_scores(present, outputs)
+        assert (count, first) == notes.unsorted_scores(present, outputs)
+        unsorted_total += count
+    assert near_total > 100 and unsorted_total > 100  # the data reached both
+
+
+def test_a_missing_output_is_the_python_error():
+    with pytest.raises(KeyError):
+        native.unsorted_scores([_case("q", {"a": 1})], {})
+    with pytest.raises(KeyError):
+        native.clearly_fresh([_case("q", {"a": 1})], {}, 10)
+    assert native.near_ids([_case("q", {"a": 1})], {}) == []
+
+
+def test_the_fresh_bound_is_the_python_one():
+    from gate.stages import retrieval
+    rng = random.Random(4)
+    seen = set()
+    for _ in range(200):
+        pool, stale = [f"doc{j}" for j in range(400)], rng.random() < 0.5
+        cases = [_case(f"q{i}", {f"{'new' if stale else 'doc'}{j}": 1 for j in rng.sample(range(400), 3)}) for i in range(60)]
+        outputs = {c.id: _out(rng.sample(pool, rng.randint(0, 20)) + list(c.relevant)[: rng.randint(0, 1)]) for c in cases}
+        answered = [c for c in cases if rng.random() < 0.8]
+        for cutoff in (0, 1, 3, 10):
+            got = native.clearly_fresh(answered, outputs, cutoff)
+            assert got is retrieval._clearly_fresh(answered, outputs, cutoff)
+            seen.add(got)
+    assert seen == {True, False}
+
+
+PIECES = ["plain", 'a "quote"', "back\\slash", "tab\there", "new\nline", "\x00\x1f", "caf\u00e9", "\u4e2d\u6587", "\U0001f600",
+          "\x7f", "\u2028", "", " "]
+
+
+def test_the_fingerprint_text_is_the_python_one():
+    from gate.core import cases as cases_module
+    from gate.core.answers import AnswerChecks
+    from gate.core.model import GoldenCase
+    rng = random.Random(2)
+    golden = []
+    for i in range(2000):
+        text = lambda: "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 4)))  # noqa: E731
+        optional = rng.random()
+        golden.append(GoldenCase(
+            id=f"q{i}{text()}", question=text(), line=i + 1, ground_truth=None if rng.random() < 0.3 else text(),
+            relevant={text() or f"d{j}": rng.choice([1, 2, 3, True, 2**70]) for j in range(rng.randint(0, 4))},
+            type=rng.choice(["answerable", "unanswerable", "out_of_scope"]),
+            relevant_texts=(text(),) if optional < 0.05 else (),
+            expected_keywords=("kw",) if 0.05 <= optional < 0.1 else (),
+            checks=AnswerChecks.read({"must_include": ["x"]}) if 0.1 <= optional < 0.12 else None,
+            paraphrases=("again",) if 0.12 <= optional < 0.15 else ()))
+    ordered = sorted(golden, key=lambda c: c.id)
+    want = "".join([cases_module._row(c) + "\n" for c in ordered])
+    assert native.fingerprint_text(ordered, cases_module._STRING, cases_module._row) == want
+    assert native.fingerprint_text([], cases_module._STRING, cases_module._row) == ""
+    assert cases_module.fingerprint(golden) == cases_module.digest_text(want)
+
+
+def test_the_stage_loop_is_the_python_one(monkeypatch):
+    from gate.core.model import GoldenCase, RetrievedDoc, TargetOutput
+    from gate.stages import retrieval
+    from tests.support.settings import retrieval as settings_of
+    rng = random.Random(8)
+    cases, outputs = [], {}
+    for i in range(1500):
+        ids, relevant = random_case(rng, graded=True)
+        kind = rng.random()
+        cases.append(GoldenCase(id=f"q{i}", question=f"q {i}", line=i + 1, relevant={} if kind < 0.05 else relevant,
+                                type="unanswerable" if kind > 0.93 else "out_of_scope" if kind > 0.9 else "answerable"))
+        outputs[f"q{i}"] = TargetOutput(case_id=f"q{i}", retrieved=[RetrievedDoc(d) for d in ids],
+                                        error="results file: boom" if 0.05 < kind < 0.08 else None)
+    cases.append(GoldenCase(id="zero", question="z", line=9999, relevant={"a": 0}))  # ndcg's ideal DCG is 0: Python's error
+    outputs["zero"] = TargetOutput(case_id="zero", retrieved=[RetrievedDoc("a")])
+    names = ["hit_rate@5", "mrr", "recall@10", "precision@3", "ndcg@10", "map", "context_recall@5", "map@3"]
+    settings = settings_of(names)
+    in_c = retrieval._score_all(settings, names, cases[:-1], outputs)
+    monkeypatch.setattr(retrieval, "_score_cases_c", None)
+    in_python = retrieval._score_all(settings, names, cases[:-1], outputs)
+    assert in_c == in_python
+    samples = in_c[0]
+    assert {s["error"] for s in samples} >= {None, "results file: boom", retrieval.NO_RELEVANT}
+    assert in_c[3] == {"unanswerable": in_c[3]["unanswerable"], "out_of_scope": in_c[3]["out_of_scope"]}
+    with pytest.raises(ZeroDivisionError):
+        retrieval._score_all(settings_of(["ndcg@10"]), ["ndcg@10"], cases[-1:], outputs)
+    monkeypatch.undo()
+    with pytest.raises(ZeroDivisionError):  # C hands the case to the Python scorer, which says it
+        retrieval._score_all(settings_of(["ndcg@10"]), ["ndcg@10"], cases[-1:], outputs)
