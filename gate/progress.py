@@ -44,6 +44,18 @@ class Progress:
         self.target["last"] = time.perf_counter()  # the target's time ends with its last answer (judging comes after)
         self._tick("target", self.target["done"], self.target.get("total", 0), self.target["start"], "cases answered")
 
+    def on_all(self, results: list[TargetOutput]) -> None:
+        """Every case answered at once (a results file): as ``on_done`` for each, with one tick."""
+        if not results:
+            return
+        self.target["done"] += len(results)
+        self.target["errors"] += sum(1 for r in results if r.error is not None)
+        self.target["last"] = time.perf_counter()
+        if "target" in self.bars:
+            self.bars["target"].update(len(results))
+            return
+        self._tick("target", self.target["done"], self.target.get("total", 0), self.target["start"], "cases answered")
+
     # -- the judges, and the noise test asking the target again (gate.stages.judging.JudgeProgress)
     def start(self, stage: str, total: int, usage: Callable[[], Usage] | None = None, unit: str = "score") -> None:
         if total <= 0:

@@ -1048,6 +1048,12 @@ fail:
     return NULL;
 }
 
+/* retrieved_ids(retrieved): [d.id for d in retrieved]. */
+static PyObject *retrieved_ids(PyObject *self, PyObject *retrieved) {
+    (void)self;
+    return passage_ids(retrieved, -1);
+}
+
 static PyMethodDef methods[] = {
     {"score_case", (PyCFunction)(void (*)(void))score_case, METH_FASTCALL,
      "score_case(plan, ids, relevant) -> (ranks, rank_list, row), or None when the Python scorer must run."},
@@ -1058,6 +1064,7 @@ static PyMethodDef methods[] = {
     {"clearly_fresh", clearly_fresh, METH_VARARGS, "clearly_fresh(answered, outputs, cutoff) -> bool."},
     {"fingerprint_text", fingerprint_text, METH_VARARGS, "fingerprint_text(cases, encode, long_row) -> the text hashed."},
     {"score_cases", score_cases, METH_VARARGS, "score_cases(plan, names, cases, outputs, no_relevant, fallback)."},
+    {"retrieved_ids", retrieved_ids, METH_O, "retrieved_ids(retrieved) -> [d.id for d in retrieved]."},
     {NULL, NULL, 0, NULL},
 };
 

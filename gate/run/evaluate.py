@@ -30,6 +30,16 @@ Groups = Mapping[str, Mapping[str, Sequence[str]]]  # by -> group -> case ids
 _ID = attrgetter("id")
 
 
+def _ids_in_python(retrieved: Sequence[object]) -> list[str]:
+    return list(map(_ID, retrieved))
+
+
+try:  # the same list, built in C where gate.core._native is built
+    from gate.core._native import retrieved_ids as _ids_of
+except ImportError:
+    _ids_of = _ids_in_python
+
+
 def with_judge(fingerprint: str, judge: JudgeInfo) -> str:
     """A judged stage's fingerprint with the judge that measured it: engine versions and prompt fingerprints."""
     return digest_json([fingerprint, judge.get("engines", {}), judge.get("prompts", {})])
@@ -97,7 +107,7 @@ def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, Targ
         "run": run_info(spec, facts), "fingerprints": fingerprints, "golden_set": golden_set_info(spec, cases, case_groups),
         "target": target_info(spec, cases, outputs, facts), "baseline": baseline_info(spec, facts, fingerprints), "stages": stages,
         "cases": [
-            {"id": c.id, "type": c.type, "retrieved": list(map(_ID, o.retrieved)), "answer": o.answer, "latency_ms": o.latency_ms,
+            {"id": c.id, "type": c.type, "retrieved": _ids_of(o.retrieved), "answer": o.answer, "latency_ms": o.latency_ms,
              "error": o.error}
             for c in cases for o in [outputs[c.id]]  # (one output a case: a name, not a loop)
         ],

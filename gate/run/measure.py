@@ -118,6 +118,7 @@ def measure(loaded: Loaded, options: RunOptions, only: Sequence[GoldenCase] | No
     with make_target(spec, cases, loaded.deadline, loaded.traces.outputs if loaded.traces else None, loaded.results_read) as target:
         if progress is not None:
             progress.on_start(len(asked), target.kind)
-        outputs = collect_outputs(target, asked, spec.target_k, progress.on_done if progress else None, loaded.deadline)
+        outputs = collect_outputs(target, asked, spec.target_k, progress.on_done if progress else None, loaded.deadline,
+                                  getattr(progress, "on_all", None))  # a reporter may say each answer only
         judged = measure_judged(loaded, outputs, target, options, only)
     return Measured(outputs, judged, target.kind, list(target.unmatched))

@@ -34,6 +34,7 @@ class Target:
     concurrency: int = 1  # cases asked at once
     fail_fast: ClassVar[bool] = False  # ask the first case alone: if it could not even connect, stop the run there
     ask_first_alone: ClassVar[bool] = False  # ask the first case alone: if its answer had the wrong shape, stop there
+    in_memory: ClassVar[bool] = False  # every answer is already read (a results file): ask() only looks one up, never raises
     unreachable: str | None = None  # why the last call could not connect at all (a service that is down), if so
     wrong_shape: str | None = None  # why the last answer had the wrong shape (what was received, the mapping to set), if so
     refused: str | None = None  # why the last call was refused for a reason every case shares (HTTP 401, 403, 405), if so

@@ -301,6 +301,7 @@ class ResultsFileTarget(Target):
     """Answers read from a results file (``read_results``)."""
 
     kind = "results"
+    in_memory = True
 
     def __init__(self, results: Results) -> None:
         self.results = results

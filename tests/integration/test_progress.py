@@ -121,3 +121,45 @@ def test_a_judged_run_reports_its_judging_on_stderr(tmp_path: Path) -> None:
     cost = f", ${usage['cost']:.4f}" if usage.get("cost") is not None else " (no judge.prices: no cost)"
     assert closing.group(5) == cost
     assert proc.stderr.index("the target took") < proc.stderr.index("the judges took")
+
+
+def test_a_results_file_is_said_at_once_as_one_by_one() -> None:
+    # a results file's answers are all in memory: counted in one call (on_all), to the same lines and bar
+    outputs = [TargetOutput(f"c{i}", error="results file: timeout" if i % 4 == 0 else None) for i in range(10)]
+    texts = []
+    for at_once in (True, False):
+        out = io.StringIO()
+        shown = Progress(True, out, every=3600.0)
+        shown.on_start(10, "results")
+        if at_once:
+            shown.on_all(outputs)
+        else:
+            for o in outputs:
+                shown.on_done(o)
+        shown.close()
+        texts.append(re.sub(r"took \d+\.\d s", "took T s", out.getvalue()))
+    assert texts[0] == texts[1] == ("rag-gate: asking the results target for 10 cases\n"
+                                    "rag-gate: the target took T s for 10 cases: 7 answered, 3 errored\n")
+    term = Terminal()
+    bar = Progress(True, term)
+    bar.on_start(10, "results")
+    bar.on_all(outputs)
+    assert bar.bars["target"].n == 10
+    bar.close()
+
+
+def test_a_results_file_run_says_its_counts(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    shutil.copytree(QUICKSTART, ws, ignore=shutil.ignore_patterns(".rag-gate", "__pycache__"))
+    golden = [json.loads(line) for line in (ws / "golden_set.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [{"id": c["id"], "retrieved": [{"id": d} for d in c.get("relevant_doc_ids", [])]} for c in golden]
+    lines[0] = {"id": golden[0]["id"], "error": "timeout"}
+    (ws / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    (ws / "spec.yml").write_text("version: 1\ngolden_set: golden_set.jsonl\ntarget:\n  results: results.jsonl\nmax_error_rate: 0.5\n"
+                                 "stages:\n  retrieval:\n    metrics: [mrr]\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "gate", "run", "--config", "spec.yml", "--report", "r.json"], cwd=ws,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "GITHUB_ACTIONS": ""})
+    assert proc.returncode == 0, proc.stderr
+    n = len(golden)
+    assert f"rag-gate: asking the results target for {n} cases\n" in proc.stderr
+    assert re.search(rf"^rag-gate: the target took \d+\.\d s for {n} cases: {n - 1} answered, 1 errored$", proc.stderr, re.MULTILINE), proc.stderr
