@@ -1048,6 +1048,78 @@ fail:
     return NULL;
 }
 
+/* 0: every float in x (through dicts, lists and tuples; str, int, bool, None aside) is finite; 1: one is NaN or
+ * infinite; 2: x holds something else (or is nested deeper than 100), which only an encoder can tell. */
+static int floats_in(PyObject *x, int depth) {
+    if (x == Py_None || PyUnicode_CheckExact(x) || PyLong_CheckExact(x) || PyBool_Check(x))
+        return 0;
+    if (PyFloat_CheckExact(x))
+        return !isfinite(PyFloat_AS_DOUBLE(x));
+    if (depth > 100)
+        return 2;
+    if (PyDict_CheckExact(x)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        int worst = 0;
+        while (PyDict_Next(x, &pos, &k, &v)) {
+            int a = floats_in(k, depth + 1), b = a == 1 ? 1 : floats_in(v, depth + 1);
+            if (a == 1 || b == 1)
+                return 1;
+            worst = a > worst ? a : b > worst ? b : worst;
+        }
+        return worst;
+    }
+    if (PyList_CheckExact(x) || PyTuple_CheckExact(x)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(x);
+        PyObject **items = PySequence_Fast_ITEMS(x);
+        int worst = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int a = floats_in(items[i], depth + 1);
+            if (a == 1)
+                return 1;
+            worst = a > worst ? a : worst;
+        }
+        return worst;
+    }
+    return 2;
+}
+
+/* not_finite(x): True when x holds a NaN or an infinite float, False when it holds none, None when it cannot tell. */
+static PyObject *not_finite(PyObject *self, PyObject *x) {
+    int got = floats_in(x, 0);
+    (void)self;
+    if (got == 2)
+        Py_RETURN_NONE;
+    return PyBool_FromLong(got);
+}
+
+/* build(cls, slots, values): a new cls whose slots (their member descriptors, in order) hold values, without calling
+ * __init__: for a frozen slotted dataclass built from values already checked (gate.io.golden's usual rows). */
+static PyObject *build(PyObject *self, PyObject *args) {
+    PyTypeObject *cls;
+    PyObject *slots, *values, *obj;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &cls, &PyTuple_Type, &slots, &PyTuple_Type, &values))
+        return NULL;
+    if (PyTuple_GET_SIZE(slots) != PyTuple_GET_SIZE(values)) {
+        PyErr_SetString(PyExc_ValueError, "as many values as slots");
+        return NULL;
+    }
+    if ((obj = cls->tp_alloc(cls, 0)) == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slots); i++) {
+        PyObject *d = PyTuple_GET_ITEM(slots, i);
+        descrsetfunc set = Py_TYPE(d)->tp_descr_set;
+        if (set == NULL || set(d, obj, PyTuple_GET_ITEM(values, i)) < 0) {
+            if (set == NULL)
+                PyErr_SetString(PyExc_TypeError, "not a slot's descriptor");
+            Py_DECREF(obj);
+            return NULL;
+        }
+    }
+    return obj;
+}
+
 /* retrieved_ids(retrieved): [d.id for d in retrieved]. */
 static PyObject *retrieved_ids(PyObject *self, PyObject *retrieved) {
     (void)self;
@@ -1064,6 +1136,8 @@ static PyMethodDef methods[] = {
     {"clearly_fresh", clearly_fresh, METH_VARARGS, "clearly_fresh(answered, outputs, cutoff) -> bool."},
     {"fingerprint_text", fingerprint_text, METH_VARARGS, "fingerprint_text(cases, encode, long_row) -> the text hashed."},
     {"score_cases", score_cases, METH_VARARGS, "score_cases(plan, names, cases, outputs, no_relevant, fallback)."},
+    {"build", build, METH_VARARGS, "build(cls, slots, values) -> a new cls whose slots hold values (no __init__)."},
+    {"not_finite", not_finite, METH_O, "not_finite(x) -> whether x holds a NaN or infinity; None: cannot tell."},
     {"retrieved_ids", retrieved_ids, METH_O, "retrieved_ids(retrieved) -> [d.id for d in retrieved]."},
     {NULL, NULL, 0, NULL},
 };

@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,6 +18,11 @@ from gate.core.model import CASE_TYPES, GoldenCase
 from gate.core.surrogates import NOT_UNICODE, NOT_UNICODE_HINT, lone_surrogate
 from gate.io.files import special_kind
 from gate.io.jsonparse import BadJSON, parse
+
+try:
+    from gate.core._native import build as _build
+except ImportError:
+    _build = None
 
 
 def open_regular(path: Path) -> TextIO:
@@ -142,8 +148,40 @@ def _fast_case(text: str, lineno: int) -> GoldenCase | None:
         relevant = rel  # type: ignore[assignment]
     if not relevant and ctype == "answerable":
         return None
-    return GoldenCase(id=case_id, question=question, line=lineno, ground_truth=row.ground_truth, relevant=relevant, type=ctype,
-                      tags=tuple(row.tags) if row.tags else (), category=row.category)
+    return new_case((case_id, question, lineno, row.ground_truth, relevant, ctype, tuple(row.tags) if row.tags else (), row.category))
+
+
+_FIELDS = fields(GoldenCase)
+_SLOTS = tuple(getattr(GoldenCase, f.name) for f in _FIELDS)  # the slots' member descriptors, in the fields' order
+_USUAL = ("id", "question", "line", "ground_truth", "relevant", "type", "tags", "category")  # the first fields: a usual row's
+
+
+def _rest_of_fields() -> Callable[[], tuple[Any, ...]]:
+    """The values of the fields after the usual ones, as GoldenCase() gives them by default (a fresh one per call where
+    a field's default is made by a factory)."""
+    assert tuple(f.name for f in _FIELDS[:len(_USUAL)]) == _USUAL, "GoldenCase's first fields are no longer the usual row's"
+    rest = _FIELDS[len(_USUAL):]
+    if any(f.default_factory is not MISSING for f in rest):
+        return lambda: tuple(f.default_factory() if f.default_factory is not MISSING else f.default for f in rest)  # type: ignore[misc]
+    values = tuple(f.default for f in rest)
+    return lambda: values
+
+
+_REST = _rest_of_fields()
+
+
+Usual = tuple[str, str, int, "str | None", dict[str, int], str, tuple[str, ...], "str | None"]  # the values of _USUAL
+
+
+def new_case(usual: Usual) -> GoldenCase:
+    """GoldenCase(id=..., ..., category=...) of the values of ``_USUAL``, every other field at its default, from values
+    already checked: built in C where gate.core._native is built (its slots set: __init__'s work without the frozen
+    class's detour through object.__setattr__)."""
+    if _build is None:
+        case_id, question, line, ground_truth, relevant, ctype, tags, category = usual
+        return GoldenCase(id=case_id, question=question, line=line, ground_truth=ground_truth, relevant=relevant, type=ctype,
+                          tags=tags, category=category)
+    return _build(GoldenCase, _SLOTS, usual + _REST())
 
 
 def _read_text(path: Path) -> str | None:

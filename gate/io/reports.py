@@ -136,6 +136,11 @@ def _self_check(text: str | bytes, document: Document) -> None:
 # big-endian, whose exponent bits are all ones. (The same bytes inside a string or an integer only cost the fast path.)
 _NOT_FINITE = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")
 
+try:
+    from gate.core._native import not_finite as _not_finite_c
+except ImportError:
+    _not_finite_c = None
+
 
 def fast_compact_json(data: Any) -> str:
     """``json.dumps(data, ensure_ascii=False, separators=(",", ":"))``, the same JSON value, written by msgspec's
@@ -148,10 +153,17 @@ def fast_compact_json(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")) if encoded is None else encoded.decode()
 
 
+def _not_finite(data: Any) -> bool:
+    """Whether the document holds a NaN or an infinite float (told in C where gate.core._native is built and the
+    document holds only JSON's types; else spotted in its MessagePack encoding)."""
+    told = _not_finite_c(data) if _not_finite_c is not None else None
+    return _NOT_FINITE.search(msgspec.msgpack.encode(data)) is not None if told is None else told
+
+
 def _msgspec_json(data: Any) -> bytes | None:
     """``fast_compact_json``'s UTF-8 bytes, by msgspec; None when json must write the document."""
     try:
-        if _NOT_FINITE.search(msgspec.msgpack.encode(data)) is None:
+        if not _not_finite(data):
             return msgspec.json.encode(data)
     except (msgspec.EncodeError, TypeError, ValueError, OverflowError):  # a type or value msgspec does not take: json decides
         pass

@@ -266,3 +266,49 @@ def test_the_stage_loop_is_the_python_one(monkeypatch):
     monkeypatch.undo()
     with pytest.raises(ZeroDivisionError):  # C hands the case to the Python scorer, which says it
         retrieval._score_all(settings_of(["ndcg@10"]), ["ndcg@10"], cases[-1:], outputs)
+
+
+def test_the_non_finite_check_is_the_messagepack_one():
+    import math
+
+    from gate.io import reports
+    rng = random.Random(6)
+    leaves = [0.5, -0.0, 1e308, 5e-324, 3, True, None, "nan", "\xcb\x7f\xf8", math.nan, math.inf, -math.inf]
+
+    def doc(depth: int):
+        kind = rng.random()
+        if depth > 4 or kind < 0.4:
+            return rng.choice(leaves[:9] if rng.random() < 0.9 else leaves)
+        if kind < 0.7:
+            return {f"k{i}": doc(depth + 1) for i in range(rng.randint(0, 4))}
+        return (tuple if kind < 0.75 else list)(doc(depth + 1) for _ in range(rng.randint(0, 4)))
+
+    seen = set()
+    for _ in range(3000):
+        d = doc(0)
+        got = native.not_finite(d)
+        assert got is (reports._NOT_FINITE.search(reports.msgspec.msgpack.encode(d)) is not None), d
+        seen.add(got)
+    assert seen == {True, False}
+    deep: list = []
+    for _ in range(150):
+        deep = [deep]
+    assert native.not_finite(deep) is None and reports._not_finite(deep) is False  # too deep: the encoder tells
+    assert native.not_finite({"a": {1, 2}}) is None  # a set: not JSON's; the encoder tells
+    assert native.not_finite({math.nan: 1}) is True
+
+
+def test_a_case_built_in_c_is_the_case_its_class_builds():
+    from gate.core.model import GoldenCase
+    from gate.io import golden
+    usual = ("q1", "What is it?", 3, None, {"d1": 2}, "answerable", ("x",), "cat")
+    a, b = golden.new_case(usual), golden.new_case(usual)
+    want = GoldenCase(id="q1", question="What is it?", line=3, relevant={"d1": 2}, tags=("x",), category="cat")
+    assert a == want and repr(a) == repr(want) and hash(a.question) == hash(want.question)
+    assert a.metadata == {} and a.metadata is not b.metadata  # a fresh default per case, as the dataclass gives it
+    with pytest.raises(AttributeError):
+        a.id = "other"  # still frozen  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        native.build(GoldenCase, golden._SLOTS, usual)  # fewer values than slots
+    with pytest.raises(TypeError):
+        native.build(GoldenCase, (1,), (1,))
