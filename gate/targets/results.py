@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from msgspec import UNSET, UnsetType
 
 from gate.core.errors import InputError, InputErrors
 from gate.core.model import GoldenCase, TargetOutput
-from gate.io.golden import iter_lines, parse_line, read_regular_bytes
+from gate.io.golden import iter_lines, map_regular, parse_line, read_regular_bytes
 from gate.io.jsonparse import ROW_FAST_DEPTH, depth, fast_as
 from gate.targets import Beside, ShapeError, Target, output_from
 from gate.targets.shapes import read_output
@@ -99,19 +100,19 @@ _BOM = b"\xef\xbb\xbf"
 _WHOLE: dict[type, Callable[[bytes], list[Any]]] = {}  # one decoder per shape
 
 
-def _whole_file(raw: bytes, shape: type[_Line], scanned: tuple[int | None, bool] | None = None) -> list[_Line] | None:
+def _whole_file(raw: bytes | mmap.mmap, shape: type[_Line], scanned: tuple[int | None, bool] | None = None) -> list[_Line] | None:
     """Every line of a results file decoded by msgspec in one call (row i is line i + 1), each exactly as ``_read``
     gives it line by line; None when that cannot be told for every line (the file is then read line by line, which
     words what is wrong and where). A raw newline cannot stand inside a JSON string, and ``}`` then ``{`` only between
     two values: a file whose every newline stands between ``}`` and ``{`` (or ends it) holds a value on each line."""
     lines, utf8 = _lines_and_utf8(raw) if scanned is None else scanned
-    if lines is None or raw.startswith(_BOM) or not utf8:  # msgspec does not check the UTF-8 of what it skips
+    if lines is None or raw[:3] == _BOM or not utf8:  # msgspec does not check the UTF-8 of what it skips
         return None
     decode = _WHOLE.get(shape)
     if decode is None:
         decode = _WHOLE[shape] = msgspec.json.Decoder(shape).decode_lines
     try:
-        rows: list[_Line] = decode(raw)
+        rows: list[_Line] = decode(raw)  # type: ignore[arg-type]  # msgspec reads any buffer
     except (ValueError, RecursionError):
         return None
     if len(rows) != lines:
@@ -163,11 +164,12 @@ def _utf8(raw: bytes) -> bool:
     return True
 
 
-Read = tuple[bytes, tuple["int | None", bool]]  # a results file's bytes, and _lines_and_utf8 of them
+Read = tuple["bytes | mmap.mmap", tuple["int | None", bool]]  # a results file's bytes (or its mapping), _lines_and_utf8 of them
 
 
 def _read_now(path: Path) -> Read:
-    raw = read_regular_bytes(path)
+    """The file, mapped where gate.core._native scans it (mapped memory has none of bytes' methods), else read."""
+    raw = map_regular(path) if _lines_and_utf8 is not _python_lines_and_utf8 else read_regular_bytes(path)
     return raw, _lines_and_utf8(raw)
 
 

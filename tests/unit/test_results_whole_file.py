@@ -26,10 +26,11 @@ def row(case_id: str, *ids: str, **extra: Any) -> str:
 GOOD = [row("c1", "d1", "x"), row("c2", "x", "d2"), row("c3", "d3")]
 
 
-def outcome(path: Path, texts: bool) -> tuple[str, Any]:
-    """What read_results gives: ("ok", outputs, unmatched, noise) or ("error", every error's message, line, key)."""
+def outcome(path: Path, texts: bool, prefetched: bool = False) -> tuple[str, Any]:
+    """What read_results gives: ("ok", outputs, unmatched, noise) or ("error", every error's message, line, key).
+    ``prefetched``: the file read as a run reads it (in a thread, mapped into memory where gate.core._native is built)."""
     try:
-        got: Results = read_results(path, CASES, texts)
+        got: Results = read_results(path, CASES, texts, read=results_module.prefetch(path) if prefetched else None)
     except InputError as exc:
         errors = exc.errors if isinstance(exc, InputErrors) else [exc]
         return "error", [(e.message, e.file, e.line, e.key, e.hint) for e in errors]
@@ -43,6 +44,7 @@ def both(tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch, texts: bo
     shape = results_module._Line if texts else results_module._LineOfIds
     took = results_module._whole_file(data, shape) is not None
     fast = outcome(path, texts)
+    assert outcome(path, texts, prefetched=True) == fast
     with monkeypatch.context() as m:
         m.setattr(results_module, "_whole_file", lambda raw, shape, scanned=None: None)
         slow = outcome(path, texts)
@@ -194,3 +196,13 @@ def test_a_line_reads_as_output_from_reads_it(tmp_path: Path, extra: dict[str, A
                                                                  decoded.system), latency_ms=decoded.latency_ms)
         assert got[decoded.id] == want
     assert got["c1"].contexts == (["passage d1", "passage y", "passage x"] if texts else [])
+
+
+def test_a_file_read_ahead_says_what_a_file_read_then_says(tmp_path: Path) -> None:
+    # an empty file (which cannot be mapped) and one that is not there: as read_results says them itself
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert outcome(empty, True, prefetched=True) == outcome(empty, True) == ("ok", ({}, [], {}))
+    missing = tmp_path / "missing.jsonl"
+    assert outcome(missing, True, prefetched=True) == outcome(missing, True)
+    assert outcome(missing, True)[1][0][0].endswith("missing.jsonl: file not found")
