@@ -503,9 +503,24 @@ static PyObject *mapping_get(PyObject *mapping, PyObject *key) {
 /* ASCII whitespace as str.strip() strips it (str.isspace() of each character below 128). */
 static int ascii_space(Py_UCS1 c) { return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20); }
 
-/* x.strip().casefold(), as a new reference. */
+/* x.strip().casefold(), as a new reference (an ASCII str stripped and lowered here: its casefold). */
 static PyObject *folded(PyObject *x) {
-    PyObject *stripped = PyObject_CallMethodNoArgs(x, s_strip), *out;
+    PyObject *stripped, *out;
+    if (PyUnicode_CheckExact(x) && PyUnicode_IS_ASCII(x)) {
+        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(x);
+        Py_ssize_t lo = 0, hi = PyUnicode_GET_LENGTH(x);
+        while (lo < hi && ascii_space(p[lo]))
+            lo++;
+        while (hi > lo && ascii_space(p[hi - 1]))
+            hi--;
+        out = PyUnicode_New(hi - lo, 127);
+        if (out == NULL)
+            return NULL;
+        for (Py_ssize_t i = lo; i < hi; i++)
+            PyUnicode_1BYTE_DATA(out)[i - lo] = (Py_UCS1)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
+        return out;
+    }
+    stripped = PyObject_CallMethodNoArgs(x, s_strip);
     if (stripped == NULL)
         return NULL;
     out = PyObject_CallMethodNoArgs(stripped, s_casefold);
@@ -578,6 +593,30 @@ static PyObject *passage_ids(PyObject *retrieved, Py_ssize_t upto) {
     return ids;
 }
 
+/* Whether x is in the list ids (==; two strs of different hashes are not equal); -1 on error. */
+static int in_ids(PyObject *ids, PyObject *x) {
+    Py_hash_t hx = str_hash(x);
+    if (hx == -1 && PyErr_Occurred())
+        return -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++) {
+        PyObject *item = PyList_GET_ITEM(ids, i);
+        int eq;
+        if (item == x)
+            return 1;
+        if (hx != -1 && PyUnicode_CheckExact(item)) {
+            Py_hash_t hi = PyObject_Hash(item);
+            if (hi == -1)
+                return -1;
+            if (hi != hx)
+                continue;
+        }
+        eq = PyObject_RichCompareBool(item, x, Py_EQ);
+        if (eq)
+            return eq;
+    }
+    return 0;
+}
+
 /* One case of near_ids: appends (case id, the id retrieved, the relevant id) to found. -1 on error. */
 static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, PyObject *found) {
     PyObject *missed = PyDict_New(), *key, *value;
@@ -586,7 +625,7 @@ static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, PyObjec
     if (missed == NULL)
         return -1;
     while (PyDict_Next(relevant, &pos, &key, &value)) {
-        int in = PySequence_Contains(ids, key);
+        int in = in_ids(ids, key);
         PyObject *f;
         if (in < 0)
             goto done;
@@ -755,7 +794,7 @@ static PyObject *clearly_fresh(PyObject *self, PyObject *args) {
         if (!bad) {
             within += PyList_GET_SIZE(top);
             while (!bad && PyDict_Next(rel, &pos, &key, &value)) {
-                int in = PySequence_Contains(top, key);
+                int in = in_ids(top, key);
                 bad = in < 0 || (in && PySet_Add(found, key) < 0);
             }
         }

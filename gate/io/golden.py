@@ -183,10 +183,14 @@ def _rest_of_fields() -> Callable[[], tuple[Any, ...]]:
     a field's default is made by a factory)."""
     assert tuple(f.name for f in _FIELDS[:len(_USUAL)]) == _USUAL, "GoldenCase's first fields are no longer the usual row's"
     rest = _FIELDS[len(_USUAL):]
-    if any(f.default_factory is not MISSING for f in rest):
-        return lambda: tuple(f.default_factory() if f.default_factory is not MISSING else f.default for f in rest)  # type: ignore[misc]
+    made = [i for i, f in enumerate(rest) if f.default_factory is not MISSING]
     values = tuple(f.default for f in rest)
-    return lambda: values
+    if not made:
+        return lambda: values
+    if made == [0]:  # the usual: metadata, a dict of its own per case, then the plain defaults
+        factory, tail = rest[0].default_factory, values[1:]
+        return lambda: (factory(), *tail)  # type: ignore[misc,operator]
+    return lambda: tuple(f.default_factory() if f.default_factory is not MISSING else f.default for f in rest)  # type: ignore[misc]
 
 
 _REST = _rest_of_fields()
