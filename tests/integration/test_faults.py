@@ -341,10 +341,11 @@ def test_a_full_disk_or_read_only_folder_is_exit_3_naming_the_path(tmp_path, sma
     lines[0]["answer"] = "x" * 200_000  # report.json is larger than the disk
     project(tmp_path, RESULTS_SPEC, results=lines)
     for where, said in ((full / "report.json", "the disk is full"), (ro / "report.json", "the file system is read-only")):
-        proc = rag_gate(tmp_path, "run", "--config", "rag-eval.yml", "--report", str(where))
+        comment = tmp_path / "comment.md"  # rendered while report.json is written: written only once it is
+        proc = rag_gate(tmp_path, "run", "--config", "rag-eval.yml", "--report", str(where), "--markdown", str(comment))
         assert proc.returncode == 3, proc.stderr
         assert f"{where}: cannot write the report: {said}" in proc.stderr and "Traceback" not in proc.stderr
-        assert list(where.parent.glob(".*.tmp")) == []
+        assert list(where.parent.glob(".*.tmp")) == [] and not comment.exists()
 
 
 def test_a_judge_cache_in_a_read_only_folder_says_so(tmp_path, small_disk):
