@@ -12,7 +12,6 @@ Every metric name in a report matches ``METRIC_NAME_PATTERN`` (the report schema
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -190,6 +189,8 @@ def did_you_mean(name: str, known: Iterable[str]) -> str | None:
     """The known name closest to a mistyped one (difflib, cutoff 0.6, ignoring case); None when none is close or it
     is the name itself."""
     by_lower = {k.lower(): k for k in sorted(set(known), reverse=True)}  # the first spelling wins on a case clash
+    import difflib  # only for a name that is mistyped
+
     close = difflib.get_close_matches(name.lower(), sorted(by_lower), n=1, cutoff=0.6)
     return by_lower[close[0]] if close and by_lower[close[0]] != name else None
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -153,6 +152,8 @@ def detectable_drop(pairs: MetricPairs, higher_is_better: bool, confidence: floa
               if c["reference"] is not None and c["current"] is not None]
     if len(judged) < 2 or pairs["pairs"] == 0:
         return None
+    import statistics  # only where the pairs are sized
+
     z = statistics.NormalDist()
     return (z.inv_cdf(confidence) + z.inv_cdf(power)) * statistics.stdev(judged) / math.sqrt(pairs["pairs"])
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from gate.core.errors import RunError
 from gate.core.model import GoldenCase, TargetOutput
@@ -60,6 +59,8 @@ def collect_outputs(
     if target.concurrency <= 1 or len(rest) <= 1:
         outputs.update((c.id, ask(c)) for c in rest)
         return outputs
+    from concurrent.futures import ThreadPoolExecutor  # a target asked several cases at a time only
+
     with ThreadPoolExecutor(max_workers=min(target.concurrency, len(rest)), thread_name_prefix="rag-gate-target") as pool:
         outputs.update((out.case_id, out) for out in pool.map(ask, rest))
     return outputs
