@@ -12,9 +12,11 @@ from gate.core.report import Report
 from gate.render import fmt_value, ordered_stages
 from gate.render import xmltree as ET  # ElementTree's parts that this file uses, without its import
 
-# Every character XML 1.0 forbids (its Char production allows only these), e.g. the control characters of a
-# target's error message. No escape can carry them, so each is replaced by a visible escape: \x01 for U+0001.
-_NOT_XML_CHAR = re.compile(r"[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Every character XML 1.0 forbids (outside its Char production: the C0 controls but tab, LF and CR, the surrogates,
+# U+FFFE and U+FFFF), e.g. the control characters of a target's error message. No escape can carry them, so each is
+# replaced by a visible escape: \x01 for U+0001. (Written as what is forbidden, it compiles in microseconds; the
+# allowed ranges took 3 ms.)
+_NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _visible(match: re.Match[str]) -> str:

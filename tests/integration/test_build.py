@@ -102,3 +102,22 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_the_quickstart(dist: Path, tmp
     assert json.loads((ws / "r.json").read_text(encoding="utf-8"))["verdict"] == "pass"
     page = (ws / "r.html").read_text(encoding="utf-8")  # the render assets came from the wheel
     assert page.startswith("<!doctype html>") and "Content-Security-Policy" in page
+
+
+def test_the_release_wheel_is_pure_python_and_still_carries_no_c_source(tmp_path: Path) -> None:
+    """The release builds with RAG_GATE_NO_NATIVE=1 (.github/workflows/release.yml): a py3-none-any wheel, which a
+    package index takes from any platform, without the compiled module."""
+    if importlib.util.find_spec("build") is None:
+        pytest.skip("the `build` package is not installed: pip install build")
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=IGNORE)
+    out = tmp_path / "dist"
+    env = {**os.environ, "RAG_GATE_NO_NATIVE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(src)], capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    wheel = _one(out, "rag_gate-*-py3-none-any.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert not any(n.endswith((".so", ".pyd", ".c")) for n in names)
+    assert {n for n in names if not n.startswith("rag_gate-")} == _shipped()
+    assert "RAG_GATE_NO_NATIVE=1 python -m build" in (ROOT / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8")

@@ -48,3 +48,14 @@ def test_sub_elements_keep_their_attributes_in_order_and_iter_walks_depth_first(
     assert [e.tag for e in root.iter()] == ["testsuites", "testsuite", "testcase"]
     assert xmltree.tostring(root) == ('<testsuites name="rag-gate" tests="1"><testsuite name="s" tests="1">'
                                       '<testcase classname="c" name="n">detail</testcase></testsuite></testsuites>')
+
+
+def test_the_characters_xml_forbids_are_the_complement_of_its_char_production() -> None:
+    import re
+
+    from gate.render.junit import _NOT_XML_CHAR
+    allowed = re.compile("[\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+    points = [*range(0, 0x3000), *range(0xD700, 0x10000), 0x10000, 0x1F600, 0x10FFFF]
+    for cp in points:
+        ch = chr(cp)
+        assert bool(_NOT_XML_CHAR.fullmatch(ch)) is not bool(allowed.fullmatch(ch)), hex(cp)
