@@ -12,7 +12,6 @@ from gate.core.calibration import CalibrationSettings
 from gate.core.changes import summarise_system
 from gate.core.model import TargetOutput
 from gate.core.report import HistoryEntry, StageMeasurement, StoredRun, SystemInfo, TracesInfo
-from gate.judges import resolve_judge
 from gate.run.load import Loaded
 from gate.run.notes import passage_text_warning, pending_note, retrieval_warning, target_notes
 from gate.run.options import RunOptions
@@ -26,6 +25,8 @@ def stage_context(loaded: Loaded, outputs: Mapping[str, TargetOutput], options: 
                   only: Collection[str] | None = None) -> StageContext:
     """What the judged stages of this run share: the judge resolved once (its key read from the environment), the
     cache, the deadline, the shard's cases, the progress and the run's secrets."""
+    from gate.judges import resolve_judge  # a judged stage's run only
+
     spec = loaded.spec
     judge, no_judge = resolve_judge(spec.judge, os.environ, secrets=spec.secrets)
     traffic = None

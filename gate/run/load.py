@@ -18,9 +18,9 @@ from gate.io.golden import load_corpus_ids, load_golden_set
 from gate.io.history import HistoryStore, LocalHistoryStore
 from gate.io.reports import read_baseline
 from gate.run.options import RunOptions
-from gate.run.traces import TracesRead, read_window
 
 if TYPE_CHECKING:
+    from gate.run.traces import TracesRead
     from gate.targets.results import Read
 
 COMMITTED = "the committed baseline file"
@@ -55,7 +55,11 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
     spec = load_spec(config, unset_ok=unset_ok)
     results_read = _prefetch(spec)
     max_entries = int(spec.data["history"]["max_entries"])
-    traces = read_window(spec, options.now()) if spec.traces is not None else None
+    traces = None
+    if spec.traces is not None:  # a traces run only
+        from gate.run.traces import read_window
+
+        traces = read_window(spec, options.now())
     everything = traces.cases if traces is not None else load_golden_set(spec.golden_set_path)
     cases = [c for c in everything if not c.pending_review]  # generated cases wait for a reviewer's approval
     store = options.history_store or LocalHistoryStore(spec.history_path, max_entries)
