@@ -7,5 +7,5 @@ import os
 
 from setuptools import Extension, setup
 
-native = [Extension("gate.core._native", ["gate/core/_native.c"], optional=True, extra_compile_args=["-O2"])]
+native = [Extension("gate.core._native", ["gate/core/_native.c", "gate/core/_ranked.c"], optional=True, extra_compile_args=["-O2"])]
 setup(ext_modules=[] if os.environ.get("RAG_GATE_NO_NATIVE") == "1" else native)

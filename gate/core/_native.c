@@ -1165,6 +1165,9 @@ static PyObject *retrieved_ids(PyObject *self, PyObject *retrieved) {
     return passage_ids(retrieved, -1);
 }
 
+PyObject *scan_ranked(PyObject *self, PyObject *arg);   /* _ranked.c */
+PyObject *build_ranked(PyObject *self, PyObject *args);
+
 static PyMethodDef methods[] = {
     {"score_case", (PyCFunction)(void (*)(void))score_case, METH_FASTCALL,
      "score_case(plan, ids, relevant) -> (ranks, rank_list, row), or None when the Python scorer must run."},
@@ -1178,6 +1181,8 @@ static PyMethodDef methods[] = {
     {"build", build, METH_VARARGS, "build(cls, slots, values) -> a new cls whose slots hold values (no __init__)."},
     {"not_finite", not_finite, METH_O, "not_finite(x) -> whether x holds a NaN or infinity; None: cannot tell."},
     {"retrieved_ids", retrieved_ids, METH_O, "retrieved_ids(retrieved) -> [d.id for d in retrieved]."},
+    {"scan_ranked", scan_ranked, METH_O, "scan_ranked(raw) -> a results file of ranked ids read (a capsule), or None."},
+    {"build_ranked", build_ranked, METH_VARARGS, "build_ranked(scanned, line_cls, passage_cls, decode) -> rows, or None."},
     {NULL, NULL, 0, NULL},
 };
 

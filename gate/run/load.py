@@ -85,7 +85,8 @@ def _prefetch(spec: Spec) -> Callable[[], Read] | None:
         return None
     from gate.targets.results import prefetch
 
-    return prefetch(results[0])
+    path, id_key = results
+    return prefetch(path, ranked=id_key is None and not spec.stages.reads_texts)  # read_results' shape _LineOfIds
 
 
 def calibration(spec: Spec) -> tuple[CalibrationSettings, dict[str, Any] | None] | None:

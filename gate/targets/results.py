@@ -164,24 +164,39 @@ def _utf8(raw: bytes) -> bool:
     return True
 
 
-Read = tuple["bytes | mmap.mmap", tuple["int | None", bool]]  # a results file's bytes (or its mapping), _lines_and_utf8 of them
+Read = tuple["bytes | mmap.mmap", "tuple[int | None, bool] | None", Any]
+"""A results file as read ahead: its bytes (or its mapping), ``_lines_and_utf8`` of them (None: not yet told), and
+gate.core._native's scan of its ranked ids (None: not scanned, or not of the plain shape it takes)."""
+
+try:  # a results file of ranked ids read in C where gate.core._native is built (msgspec decodes any other)
+    from gate.core._native import build_ranked, scan_ranked
+except ImportError:
+    build_ranked = scan_ranked = None
+
+_DECODE_STR = msgspec.json.Decoder(str).decode  # a string with an escape, in a line gate.core._native reads
 
 
-def _read_now(path: Path) -> Read:
-    """The file, mapped where gate.core._native scans it (mapped memory has none of bytes' methods), else read."""
-    raw = map_regular(path) if _lines_and_utf8 is not _python_lines_and_utf8 else read_regular_bytes(path)
-    return raw, _lines_and_utf8(raw)
+def _read_now(path: Path, ranked: bool = False) -> Read:
+    """The file, mapped where gate.core._native scans it (mapped memory has none of bytes' methods), else read;
+    ``ranked``: its lines of ranked ids scanned in C where they have the plain shape (no texts kept)."""
+    if _lines_and_utf8 is _python_lines_and_utf8:
+        data = read_regular_bytes(path)
+        return data, _lines_and_utf8(data), None
+    raw = map_regular(path)
+    scan = scan_ranked(raw) if ranked and scan_ranked is not None else None
+    return raw, None if scan is not None else _lines_and_utf8(raw), scan
 
 
-def prefetch(path: Path) -> Callable[[], Read]:
-    """Start reading ``path`` (its bytes and ``_lines_and_utf8`` of them: both without the GIL, where gate.core._native
-    is built) in a thread, while the run reads its golden set; the function returned gives what was read, or raises
-    what reading raised (InputError: not found, unreadable...), when the results are read."""
+def prefetch(path: Path, ranked: bool = False) -> Callable[[], Read]:
+    """Start reading ``path`` (its bytes and ``_lines_and_utf8`` of them, or with ``ranked`` its scan: without the
+    GIL, where gate.core._native is built) in a thread, while the run reads its golden set; the function returned
+    gives what was read, or raises what reading raised (InputError: not found, unreadable...), when the results are
+    read. ``ranked``: the run reads the passages' ids, not their texts (``read_results``' texts False, no id_key)."""
     box: list[Read | BaseException] = []
 
     def work() -> None:
         try:
-            box.append(_read_now(path))
+            box.append(_read_now(path, ranked))
         except BaseException as exc:  # said where the file is read, as without the thread
             box.append(exc)
 
@@ -190,7 +205,7 @@ def prefetch(path: Path) -> Callable[[], Read]:
 
     def result() -> Read:  # what was read; a second call reads the file again
         thread.join()
-        got = box.pop() if box else _read_now(path)
+        got = box.pop() if box else _read_now(path, ranked)
         if isinstance(got, BaseException):
             raise got
         return got
@@ -199,13 +214,15 @@ def prefetch(path: Path) -> Callable[[], Read]:
 
 
 def _rows(path: Path, shape: type[_Line] | None, read: Callable[[], Read] | None = None) -> Iterable[tuple[int, Any]]:
-    """(line number, the line as ``_read`` gives it) of every non-blank line: decoded in one call when it can be
-    (``_whole_file``), else line by line; ``shape`` None: every line as its JSON value. ``read``: the file as
-    ``prefetch`` read it."""
-    raw, scanned = read() if read is not None else (read_regular_bytes(path), None)
+    """(line number, the line as ``_read`` gives it) of every non-blank line: made from gate.core._native's scan (the
+    rows msgspec would decode), or decoded in one call when it can be (``_whole_file``), else line by line; ``shape``
+    None: every line as its JSON value. ``read``: the file as ``prefetch`` read it."""
+    raw, scanned, scan = read() if read is not None else (read_regular_bytes(path), None, None)
     if shape is None:
         return ((lineno, parse_line(path, lineno, line)) for lineno, line in iter_lines(path, raw))
-    rows = _whole_file(raw, shape, scanned)
+    rows = build_ranked(scan, _LineOfIds, _RankedId, _DECODE_STR) if scan is not None and shape is _LineOfIds else None
+    if rows is None:
+        rows = _whole_file(raw, shape, scanned)
     if rows is not None:
         return enumerate(rows, 1)
     return ((lineno, _read(path, lineno, line, shape)) for lineno, line in iter_lines(path, raw))

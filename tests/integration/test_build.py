@@ -22,14 +22,14 @@ ROOT = Path(__file__).resolve().parents[2]
 IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".rag-gate", ".pytest_cache",
                                 ".mypy_cache", ".ruff_cache", "node_modules", "tests", "bench", "examples",
                                 "*.so")  # gate.core._native as the editable install built it in place: the build compiles its own
-NATIVE_SOURCE = "gate/core/_native.c"
+NATIVE_SOURCES = {"gate/core/_native.c", "gate/core/_ranked.c"}
 
 
 def _shipped() -> set[str]:
     """Every file of the package in the working tree, as a wheel names it (but the C source, which the wheel holds
     compiled, and the module compiled in place)."""
     return {p.relative_to(ROOT).as_posix() for p in (ROOT / "gate").rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".so" and p.relative_to(ROOT).as_posix() != NATIVE_SOURCE}
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".so" and p.relative_to(ROOT).as_posix() not in NATIVE_SOURCES}
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_the_sdist_holds_the_sources_the_wheel_is_built_from(dist: Path) -> None
     sdist = _one(dist, "rag_gate-*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
-    assert {"pyproject.toml", "setup.py", "README.md", "LICENSE", NATIVE_SOURCE} <= names
+    assert {"pyproject.toml", "setup.py", "README.md", "LICENSE", *NATIVE_SOURCES} <= names
     assert _shipped() <= names and not any(n.startswith("tests/") for n in names)
 
 

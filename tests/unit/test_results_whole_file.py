@@ -28,9 +28,10 @@ GOOD = [row("c1", "d1", "x"), row("c2", "x", "d2"), row("c3", "d3")]
 
 def outcome(path: Path, texts: bool, prefetched: bool = False) -> tuple[str, Any]:
     """What read_results gives: ("ok", outputs, unmatched, noise) or ("error", every error's message, line, key).
-    ``prefetched``: the file read as a run reads it (in a thread, mapped into memory where gate.core._native is built)."""
+    ``prefetched``: the file read as a run reads it (in a thread, mapped into memory where gate.core._native is built;
+    without texts, its ranked ids scanned in C)."""
     try:
-        got: Results = read_results(path, CASES, texts, read=results_module.prefetch(path) if prefetched else None)
+        got: Results = read_results(path, CASES, texts, read=results_module.prefetch(path, ranked=not texts) if prefetched else None)
     except InputError as exc:
         errors = exc.errors if isinstance(exc, InputErrors) else [exc]
         return "error", [(e.message, e.file, e.line, e.key, e.hint) for e in errors]

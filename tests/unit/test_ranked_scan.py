@@ -1,0 +1,202 @@
+"""A results file of ranked ids read in C (gate.core._native's scan_ranked and build_ranked) gives exactly the rows
+msgspec's one-call decoding gives (gate.targets.results._whole_file), and takes no file that decoding does not take:
+on generated files, on each of the edge cases below, and on thousands of files with a byte changed."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import struct
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from gate.core.model import GoldenCase
+from gate.targets import results as results_module
+from gate.targets.results import _DECODE_STR, _LineOfIds, _RankedId, _whole_file, prefetch, read_results
+
+try:
+    from gate.core import _native as native
+except ImportError:
+    native = None
+pytestmark = pytest.mark.skipif(native is None and not shutil.which("cc"), reason="no C compiler: gate.core._native is not built")
+
+
+def in_c(raw: bytes) -> list | None:
+    scan = native.scan_ranked(raw)
+    return None if scan is None else native.build_ranked(scan, _LineOfIds, _RankedId, _DECODE_STR)
+
+
+def same(raw: bytes) -> bool:
+    """Whether C took ``raw``; where it did, msgspec's decoding took it too, to equal rows (floats bit for bit)."""
+    got = in_c(raw)
+    if got is None:
+        return False
+    want = _whole_file(raw, _LineOfIds)
+    assert want is not None, f"C took a file the one-call decoding does not: {raw[:200]!r}"
+    assert got == want
+    for g, w in zip(got, want):
+        assert [type(x) for x in (g.id, g.question, g.answer, g.latency_ms)] == [type(x) for x in (w.id, w.question, w.answer, w.latency_ms)]
+        assert repr(g) == repr(w)
+        assert [struct.pack("<d", d.score) for d in g.retrieved if d.score is not None] == \
+               [struct.pack("<d", d.score) for d in w.retrieved if d.score is not None]
+    return True
+
+
+WORDS = ["loan", "branch", "é", "日本", "😀", "a\"b", "back\\slash", "new\nline", "tab\t", "\u2028", "/"]
+
+
+def score(rng: random.Random) -> object:
+    return rng.choice([
+        round(rng.random(), rng.randint(0, 8)), rng.random(), rng.uniform(-1e5, 1e5), rng.randint(-10**6, 10**6), 0, -0.0,
+        rng.random() * 10 ** rng.randint(-30, 30), None, 1e299, -1e299, 5e-324, 123456789012345678, 0.1 + 0.2])
+
+
+def passage(rng: random.Random, n: int) -> dict:
+    d: dict = {"id": rng.choice([f"doc{rng.randint(0, 40)}#c{n % 3}", f"d{rng.randint(0, 9)}", "Ünï", "q\"x", "a\\u"])}
+    if rng.random() < 0.8:
+        d["text"] = rng.choice([" ".join(rng.choices(WORDS, k=rng.randint(0, 60))), None, ""])
+    if rng.random() < 0.9:
+        d["score"] = score(rng)
+    items = list(d.items())
+    rng.shuffle(items)
+    return dict(items)
+
+
+def line(rng: random.Random, i: int) -> dict:
+    row: dict = {"id": rng.choice([f"q{i}", f"q{i}", None, "", "ç\u00e0"]),
+                 "retrieved": [passage(rng, n) for n in range(rng.randint(0, 8))]}
+    for key, value in (("question", "what is a loan?"), ("answer", rng.choice(["yes", "a \"quoted\"\nanswer", None, "ß"])),
+                       ("latency_ms", rng.choice([12, 0, 3.5, 1e3, None, 10**12, -0.0]))):
+        if rng.random() < 0.5:
+            row[key] = value
+    items = list(row.items())
+    rng.shuffle(items)
+    return dict(items)
+
+
+def dumps(rng: random.Random, row: dict) -> str:
+    return json.dumps(row, ensure_ascii=rng.random() < 0.5, separators=rng.choice([(", ", ": "), (",", ":"), (" ,\t", " :  ")]))
+
+
+def test_c_reads_generated_files_to_the_rows_msgspec_decodes():
+    rng = random.Random(5)
+    taken = 0
+    for _ in range(300):
+        rows = [dumps(rng, line(rng, i)) for i in range(rng.randint(0, 12))]
+        raw = "\n".join(rows).encode() + rng.choice([b"\n", b""])
+        taken += same(raw)
+    assert taken > 250  # the plain shape is taken, whatever its spacing, escapes and numbers
+
+
+def test_a_changed_byte_never_makes_c_take_what_msgspec_refuses():
+    rng = random.Random(9)
+    base = [("\n".join(dumps(rng, line(rng, i)) for i in range(3)) + "\n").encode() for _ in range(40)]
+    taken = refused = 0
+    for _ in range(4000):
+        raw = bytearray(rng.choice(base))
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(raw))
+            raw[at] = rng.choice(b'"\\{}[],:-+.eE0 \t\r\n\x00\x1fxnul\xc3\xa9\xff\xed\xa0\x80')
+        if same(bytes(raw)):
+            taken += 1
+        else:
+            refused += 1
+    assert taken > 100 and refused > 1000
+
+
+@pytest.mark.parametrize("text", [
+    '{"retrieved": []}',
+    '{"id": "q1", "retrieved": [{"id": "d", "score": 1}, {"id": "e", "score": -0}, {"id": "f", "score": -0.0}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "score": 0.1e1}, {"id": "e", "score": 1E-2}, {"id": "f", "score": 12.50e+2}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "score": 0.30000000000000004}, {"id": "e", "score": 2.2250738585072011e-308}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "score": 9007199254740993.0}, {"id": "e", "score": 123456789012345678}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "score": 1e299}], "latency_ms": 999999999999999999}',
+    '{"id": "q1", "retrieved": [{"id": "d", "text": "\\ud83d\\ude00 \\u00e9 \\n \\/"}], "answer": "\\"x\\""}',
+    '{"id": "\\u0071\\u0031", "retrieved": [{"id": "\\u00e9"}, {"id": "é"}], "latency_ms": 1e3}',
+    '{"id": "q1", "retrieved": [ ], "question": null, "answer": null, "latency_ms": null}',
+])
+def test_edge_cases_c_takes_give_msgspec_s_rows(text):
+    assert same((text + "\n" + text.replace('"q1"', '"q2"')).encode())
+
+
+@pytest.mark.parametrize("text", [
+    '{"id": "q1"}',                                                          # no retrieved
+    '{"id": "q1", "retrieved": [{"text": "t"}]}',                            # a passage without its id
+    '{"id": "q1", "retrieved": [{"id": ""}]}',                               # an empty id
+    '{"id": "q1", "retrieved": [{"id": "d", "score": 1e300}]}',              # out of the scores' range
+    '{"id": "q1", "retrieved": [{"id": "d", "score": -1e300}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "score": 1e400}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "score": NaN}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "score": 01}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "score": 1.}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "score": "1"}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "text": 5}]}',
+    '{"id": "q1", "retrieved": [{"id": "d", "page_content": "t"}]}',        # a framework's document: the dict way
+    '{"id": "q1", "retrieved": [{"id": "d", "id": "e"}]}',                   # a key twice
+    '{"id": "q1", "retrieved": [{"id": "d", "text": "\\ud800"}]}',           # a lone surrogate
+    '{"id": "q1", "retrieved": [{"id": "d", "text": "\\x"}]}',               # a bad escape
+    '{"id": "q1", "retrieved": [{"id": "d", "text": "a\tb"}]}',              # a raw control character
+    '{"id": "q1", "retrieved": [{"id": "d"}], "noise": {"noisy_answer": "x"}}',  # any other line key
+    '{"id": "q1", "retrieved": [{"id": "d"}], "contexts": ["x"]}',
+    '{"id": "q1", "retrieved": [{"id": "d"}], "error": "timeout"}',
+    '{"\\u0069d": "q1", "retrieved": []}',                                   # an escaped key
+    '{"id": "q1", "retrieved": [{"id": "d"}]} ',                             # a byte after the brace
+    '{"id": "q1", "retrieved": [{"id": "d"},]}',
+    '{"id": 5, "retrieved": []}',
+    '{"id": "q1", "retrieved": null}',
+    ' {"id": "q1", "retrieved": []}',
+    '\ufeff{"id": "q1", "retrieved": []}',                                   # a byte order mark
+    '{"id": "q1", "retrieved": [], "latency_ms": 1e999}',
+])
+def test_c_leaves_to_msgspec_what_it_does_not_take(text):
+    raw = (text + "\n").encode()
+    assert in_c(raw) is None
+
+
+def test_invalid_utf8_in_a_skipped_text_is_not_taken():
+    for bad in (b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80"):
+        raw = b'{"id": "q1", "retrieved": [{"id": "d", "text": "a' + bad + b'b"}]}\n'
+        assert in_c(raw) is None
+        assert _whole_file(raw, _LineOfIds) is None
+
+
+def test_crlf_and_blank_lines_go_msgspec_s_way():
+    assert in_c(b'{"id": "q1", "retrieved": []}\r\n') is None
+    assert in_c(b'{"id": "q1", "retrieved": []}\n\n{"id": "q2", "retrieved": []}\n') is None
+    assert in_c(b"") == []
+
+
+def test_equal_ids_share_one_str():
+    rows = in_c(b'{"id": "q1", "retrieved": [{"id": "d1"}, {"id": "d2"}]}\n{"id": "q2", "retrieved": [{"id": "d1"}]}\n')
+    assert rows[0].retrieved[0].id is rows[1].retrieved[0].id == "d1"
+
+
+def test_an_escaped_string_msgspec_refuses_gives_none():
+    def refuse(raw: bytes) -> str:
+        raise msgspec.DecodeError("no")
+
+    scan = native.scan_ranked(b'{"id": "q\\n1", "retrieved": []}\n')
+    assert native.build_ranked(scan, _LineOfIds, _RankedId, refuse) is None
+
+
+def test_a_run_reads_the_scan_when_its_stages_read_no_texts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """read_results with the prefetched scan gives the outputs the decoding gives, and the scan is what was read."""
+    path = tmp_path / "results.jsonl"
+    rng = random.Random(3)
+    rows = [line(rng, i) for i in range(50)]
+    for i, r in enumerate(rows):
+        r["id"] = f"q{i}"
+        r["latency_ms"] = rng.choice([5, 7.25, None])
+        r.pop("question", None)
+    path.write_text("\n".join(dumps(rng, r) for r in rows) + "\n", encoding="utf-8")
+    cases = [GoldenCase(id=f"q{i}", question=f"question {i}", line=i + 1, relevant={"doc1": 1}) for i in range(50)]
+    read = prefetch(path, ranked=True)
+    got = read()
+    assert got[2] is not None and got[1] is None  # scanned in C, the line count not needed
+    fast = read_results(path, cases, texts=False, read=prefetch(path, ranked=True))
+    monkeypatch.setattr(results_module, "build_ranked", lambda *a: None)
+    slow = read_results(path, cases, texts=False, read=prefetch(path, ranked=True))
+    assert fast.outputs == slow.outputs and fast.unmatched == slow.unmatched
