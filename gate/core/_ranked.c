@@ -13,7 +13,7 @@
  * (line_cls(retrieved, id, question, answer, None, latency_ms) of passage_cls(id, score)): numbers parsed to the same
  * double (a decimal of at most 15 digits and a power of ten up to 22 by one rounded operation, exact; any other by
  * PyOS_string_to_double, correctly rounded as msgspec's is), strings with an escape decoded by ``decode`` (msgspec);
- * None if a value then proves out of range. Equal ids share one str. tests/unit/test_ranked.py holds the two to it.
+ * None if a value then proves out of range. Equal ids share one str. tests/unit/test_ranked_scan.py holds the two to it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
