@@ -485,6 +485,68 @@ static PyObject *one_value_a_line(PyObject *self, PyObject *arg) {
 
 /* ---- the notes and the stale-label bound: loops over every case's retrieved passages ---- */
 
+#ifndef Py_T_OBJECT_EX
+#include <structmember.h>
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#endif
+#ifndef Py_AUDIT_READ
+#define Py_AUDIT_READ PY_AUDIT_READ
+#endif
+
+/* obj.name read straight from its slot where obj's type keeps name in one (a member descriptor, and the generic
+ * attribute lookup, as dataclasses with slots and msgspec's structs do): what PyObject_GetAttr gives, without looking
+ * name up through the type's dictionaries for each of 200,000 passages. The types seen are held (a type's address is
+ * then never another's) with their version tag: a type changed since is looked up again. */
+typedef struct {
+    PyTypeObject *type;
+    PyObject *name;
+    Py_ssize_t offset;
+    unsigned int version;
+} AttrSlot;
+
+static AttrSlot attr_slots[32];
+static int attr_used;
+
+static PyObject *attr(PyObject *obj, PyObject *name) {
+    PyTypeObject *t = Py_TYPE(obj);
+    for (int i = 0; i < attr_used; i++) {
+        AttrSlot *a = &attr_slots[i];
+        if (a->type == t && a->name == name) {
+            PyObject *v;
+            if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) || t->tp_version_tag != a->version)
+                break; /* changed: looked up again below */
+            v = *(PyObject **)((char *)obj + a->offset);
+            if (v == NULL)
+                return PyObject_GetAttr(obj, name); /* unset: its AttributeError */
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    if (t->tp_getattro == PyObject_GenericGetAttr && PyUnicode_CheckExact(name)) {
+        PyObject *d = _PyType_Lookup(t, name); /* borrowed */
+        if (d != NULL && Py_TYPE(d) == &PyMemberDescr_Type && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+            int i;
+            for (i = 0; i < attr_used && !(attr_slots[i].type == t && attr_slots[i].name == name); i++)
+                ;
+            if (m->type == Py_T_OBJECT_EX && !(m->flags & Py_AUDIT_READ) && i < 32) {
+                if (i == attr_used) {
+                    Py_INCREF(t);
+                    Py_INCREF(name);
+                    attr_used++;
+                }
+                attr_slots[i] = (AttrSlot){t, name, m->offset, t->tp_version_tag};
+                PyObject *v = *(PyObject **)((char *)obj + m->offset);
+                if (v != NULL) {
+                    Py_INCREF(v);
+                    return v;
+                }
+            }
+        }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
 static PyObject *s_id, *s_relevant, *s_error, *s_retrieved, *s_score, *s_get, *s_strip, *s_casefold;
 
 /* outputs.get(key) as a new reference (NULL: error). */
@@ -582,7 +644,7 @@ static PyObject *passage_ids(PyObject *retrieved, Py_ssize_t upto) {
     ids = PyList_New(n);
     if (ids != NULL)
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *id = PyObject_GetAttr(PySequence_Fast_GET_ITEM(seq, i), s_id);
+            PyObject *id = attr(PySequence_Fast_GET_ITEM(seq, i), s_id);
             if (id == NULL) {
                 Py_CLEAR(ids);
                 break;
@@ -673,18 +735,18 @@ static PyObject *near_ids(PyObject *self, PyObject *args) {
     if ((it = PyObject_GetIter(cases)) == NULL)
         goto fail;
     while ((c = PyIter_Next(it)) != NULL) {
-        PyObject *cid = PyObject_GetAttr(c, s_id), *out = NULL, *rel = NULL, *err = NULL, *ret = NULL, *ids = NULL;
+        PyObject *cid = attr(c, s_id), *out = NULL, *rel = NULL, *err = NULL, *ret = NULL, *ids = NULL;
         int bad = cid == NULL || (out = mapping_get(outputs, cid)) == NULL, skip = 0;
         if (!bad && out != Py_None) {
-            bad = (rel = PyObject_GetAttr(c, s_relevant)) == NULL;
+            bad = (rel = attr(c, s_relevant)) == NULL;
             skip = bad ? 0 : PyObject_Not(rel);
             bad = bad || skip < 0;
             if (!bad && !skip) {
-                bad = (err = PyObject_GetAttr(out, s_error)) == NULL;
+                bad = (err = attr(out, s_error)) == NULL;
                 skip = !bad && err != Py_None;
             }
             if (!bad && !skip) {
-                bad = (ret = PyObject_GetAttr(out, s_retrieved)) == NULL || (ids = passage_ids(ret, -1)) == NULL;
+                bad = (ret = attr(out, s_retrieved)) == NULL || (ids = passage_ids(ret, -1)) == NULL;
                 bad = bad || (PyDict_Check(rel) ? near_ids_of(cid, rel, ids, found) < 0 : (PyErr_SetString(PyExc_TypeError, "relevant must be a dict"), 1));
             }
         }
@@ -711,7 +773,7 @@ static int scores_unsorted(PyObject *retrieved) {
     if (seq == NULL)
         return -1;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && !out; i++) {
-        PyObject *score = PyObject_GetAttr(PySequence_Fast_GET_ITEM(seq, i), s_score);
+        PyObject *score = attr(PySequence_Fast_GET_ITEM(seq, i), s_score);
         if (score == NULL) {
             out = -1;
             break;
@@ -743,9 +805,9 @@ static PyObject *unsorted_scores(PyObject *self, PyObject *args) {
         return NULL;
     Py_INCREF(first);
     while ((c = PyIter_Next(it)) != NULL) {
-        PyObject *cid = PyObject_GetAttr(c, s_id), *out = NULL, *ret = NULL;
+        PyObject *cid = attr(c, s_id), *out = NULL, *ret = NULL;
         int u = -1;
-        if (cid != NULL && (out = PyObject_GetItem(outputs, cid)) != NULL && (ret = PyObject_GetAttr(out, s_retrieved)) != NULL)
+        if (cid != NULL && (out = PyObject_GetItem(outputs, cid)) != NULL && (ret = attr(out, s_retrieved)) != NULL)
             u = scores_unsorted(ret);
         if (u > 0 && count++ == 0) {
             Py_SETREF(first, cid);
@@ -783,10 +845,10 @@ static PyObject *clearly_fresh(PyObject *self, PyObject *args) {
         return NULL;
     }
     while ((c = PyIter_Next(it)) != NULL) {
-        PyObject *cid = PyObject_GetAttr(c, s_id), *out = NULL, *ret = NULL, *top = NULL, *rel = NULL, *key, *value;
+        PyObject *cid = attr(c, s_id), *out = NULL, *ret = NULL, *top = NULL, *rel = NULL, *key, *value;
         Py_ssize_t pos = 0;
-        int bad = cid == NULL || (out = PyObject_GetItem(outputs, cid)) == NULL || (ret = PyObject_GetAttr(out, s_retrieved)) == NULL
-                  || (top = passage_ids(ret, cutoff)) == NULL || (rel = PyObject_GetAttr(c, s_relevant)) == NULL;
+        int bad = cid == NULL || (out = PyObject_GetItem(outputs, cid)) == NULL || (ret = attr(out, s_retrieved)) == NULL
+                  || (top = passage_ids(ret, cutoff)) == NULL || (rel = attr(c, s_relevant)) == NULL;
         if (!bad && !PyDict_Check(rel)) {
             PyErr_SetString(PyExc_TypeError, "relevant must be a dict");
             bad = 1;
@@ -863,7 +925,7 @@ static int put_string(PyObject *pieces, PyObject *encode, PyObject *value) {
 static int long_form(PyObject *c) {
     PyObject *names[] = {s_relevant_texts, s_expected_keywords, s_checks, s_paraphrases};
     for (size_t i = 0; i < 4; i++) {
-        PyObject *v = PyObject_GetAttr(c, names[i]);
+        PyObject *v = attr(c, names[i]);
         int t;
         if (v == NULL)
             return -1;
@@ -896,10 +958,10 @@ done:
 
 /* The pieces of one case's usual row but its last "]": [id, question, ground truth or null, [pairs], type. */
 static int put_row(PyObject *pieces, PyObject *encode, PyObject *c) {
-    PyObject *id = PyObject_GetAttr(c, s_id), *q = NULL, *gt = NULL, *rel = NULL, *type = NULL;
+    PyObject *id = attr(c, s_id), *q = NULL, *gt = NULL, *rel = NULL, *type = NULL;
     int rc = -1;
-    if (id == NULL || (q = PyObject_GetAttr(c, s_question)) == NULL || (gt = PyObject_GetAttr(c, s_ground_truth)) == NULL
-        || (rel = PyObject_GetAttr(c, s_relevant)) == NULL || (type = PyObject_GetAttr(c, s_type)) == NULL)
+    if (id == NULL || (q = attr(c, s_question)) == NULL || (gt = attr(c, s_ground_truth)) == NULL
+        || (rel = attr(c, s_relevant)) == NULL || (type = attr(c, s_type)) == NULL)
         goto done;
     if (put_borrowed(pieces, p_open) < 0 || put_string(pieces, encode, id) < 0 || put_borrowed(pieces, p_sep) < 0
         || put_string(pieces, encode, q) < 0 || put_borrowed(pieces, p_sep) < 0
@@ -982,7 +1044,7 @@ static PyObject *scored_sample(PyObject *cid, PyObject *names, PyObject *row, Py
 /* One answerable case: appends its sample (and its scored row), -1 on error. */
 static int score_one(PyObject **ctx, PyObject *c, PyObject *cid, PyObject *out, PyObject *samples, PyObject *rows, PyObject *scored) {
     PyObject *plan = ctx[0], *names = ctx[1], *no_relevant = ctx[2], *fallback = ctx[3];
-    PyObject *err = PyObject_GetAttr(out, s_error), *rel = NULL, *ret = NULL, *ids = NULL, *got = NULL, *sample = NULL, *one = NULL;
+    PyObject *err = attr(out, s_error), *rel = NULL, *ret = NULL, *ids = NULL, *got = NULL, *sample = NULL, *one = NULL;
     PyObject *why = NULL;
     int rc = -1;
     if (err == NULL)
@@ -991,7 +1053,7 @@ static int score_one(PyObject **ctx, PyObject *c, PyObject *cid, PyObject *out, 
         why = err;
     } else {
         int empty;
-        if ((rel = PyObject_GetAttr(c, s_relevant)) == NULL || (empty = PyObject_Not(rel)) < 0)
+        if ((rel = attr(c, s_relevant)) == NULL || (empty = PyObject_Not(rel)) < 0)
             goto done;
         why = empty ? no_relevant : NULL;
     }
@@ -1005,7 +1067,7 @@ static int score_one(PyObject **ctx, PyObject *c, PyObject *cid, PyObject *out, 
         rc = sample == NULL ? -1 : PyList_Append(samples, sample);
         goto done;
     }
-    if ((ret = PyObject_GetAttr(out, s_retrieved)) == NULL || (ids = passage_ids(ret, -1)) == NULL)
+    if ((ret = attr(out, s_retrieved)) == NULL || (ids = passage_ids(ret, -1)) == NULL)
         goto done;
     {
         PyObject *a[3] = {plan, ids, rel};
@@ -1067,8 +1129,8 @@ static PyObject *score_cases(PyObject *self, PyObject *args) {
         || (it = PyObject_GetIter(cases)) == NULL)
         goto fail;
     while ((c = PyIter_Next(it)) != NULL) {
-        PyObject *cid = PyObject_GetAttr(c, s_id), *out = NULL, *type = NULL;
-        int bad = cid == NULL || (out = PyObject_GetItem(outputs, cid)) == NULL || (type = PyObject_GetAttr(c, s_type)) == NULL;
+        PyObject *cid = attr(c, s_id), *out = NULL, *type = NULL;
+        int bad = cid == NULL || (out = PyObject_GetItem(outputs, cid)) == NULL || (type = attr(c, s_type)) == NULL;
         if (!bad) {
             int answerable = PyObject_RichCompareBool(type, s_answerable, Py_EQ);
             bad = answerable < 0 || (answerable ? score_one(ctx, c, cid, out, samples, rows, scored) : exclude(excluded, type)) < 0;

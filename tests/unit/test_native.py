@@ -312,3 +312,39 @@ def test_a_case_built_in_c_is_the_case_its_class_builds():
         native.build(GoldenCase, golden._SLOTS, usual)  # fewer values than slots
     with pytest.raises(TypeError):
         native.build(GoldenCase, (1,), (1,))
+
+
+def test_an_attribute_read_from_its_slot_is_what_getattr_reads():
+    """The C functions read a slot straight where the type keeps the attribute in one; a type changed since, an unset
+    slot, a type with its own attribute lookup and a plain class read as getattr reads them."""
+    from dataclasses import dataclass
+
+    @dataclass(slots=True)
+    class P:
+        id: str
+
+    ps = [P("a"), P("b")]
+    assert native.retrieved_ids(ps) == ["a", "b"]
+    assert native.retrieved_ids(ps) == ["a", "b"]  # from the slot now
+    unset = P.__new__(P)
+    with pytest.raises(AttributeError):
+        native.retrieved_ids([unset])
+    P.id = property(lambda self: "changed")  # the type changed: its slot is not what .id reads any more
+    assert native.retrieved_ids(ps) == ["changed", "changed"]
+
+    class Own:
+        __slots__ = ("id",)
+
+        def __getattribute__(self, name):
+            return "own"
+
+    o = Own()
+    object.__setattr__(o, "id", "slot")
+    assert native.retrieved_ids([o]) == ["own"]
+
+    class Plain:
+        def __init__(self, i):
+            self.id = i
+
+    assert native.retrieved_ids([Plain("x"), ps[0]]) == ["x", "changed"]
+    assert native.retrieved_ids([results_module._RankedId("r", 0.5)]) == ["r"]
