@@ -124,3 +124,14 @@ def test_close_ends_the_browser(tmp_path: Path) -> None:
         assert proc is not None and proc.poll() is None
         own.open(page(tmp_path, "<p>hi</p>"))
     assert proc.poll() is not None
+
+
+def test_reload_loads_the_page_anew_and_it_finds_its_storage(browser: Browser, tmp_path: Path) -> None:
+    url = page(tmp_path, "<script>var n = Number(localStorage.getItem('reload-count') || 0) + 1;"
+                         "localStorage.setItem('reload-count', String(n)); window.fresh = true;</script>", name="reload.html")
+    browser.open(url)
+    first = browser.evaluate("Number(localStorage.getItem('reload-count'))")
+    browser.evaluate("window.fresh = false")
+    browser.reload()
+    assert browser.evaluate("window.fresh") is True  # a new document ran the script again
+    assert browser.evaluate("Number(localStorage.getItem('reload-count'))") == first + 1

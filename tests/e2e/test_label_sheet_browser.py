@@ -76,7 +76,9 @@ def test_the_sheet_hides_the_judge_keeps_answers_across_a_reload_and_downloads_w
         b.send("Input.dispatchKeyEvent", type="keyUp", key="5", code="Digit5", windowsVirtualKeyCode=53)
         assert b.evaluate("document.getElementById('progress').textContent") == "2 of 8 labelled"
 
-        b.open(path.as_uri())  # a reload: the answers come back from the page's storage
+        stored = json.loads(b.evaluate(f"window.localStorage.getItem({json.dumps(data['storage_key'])})"))
+        assert len(stored["answers"]) == 2 and stored["labeler"] == "ana" and stored["current"] == 1
+        b.reload()  # the answers come back from the page's storage
         wait_ready(b)
         assert b.evaluate("document.getElementById('progress').textContent") == "2 of 8 labelled"
         assert b.evaluate("document.querySelector('#case').dataset.caseId") == "q1"

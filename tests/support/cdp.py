@@ -215,6 +215,16 @@ class Browser:
         result = self.send("Page.navigate", url=url)
         if result.get("errorText"):
             raise RuntimeError(f"Page.navigate {url}: {result['errorText']}")
+        self._wait_for_load(since, url)
+
+    def reload(self) -> None:
+        """Reload the page, as its reload button does, and wait for its load event. (A second Page.navigate to the
+        same file:// URL once loaded a page that did not find a localStorage write made just before it.)"""
+        since = len(self.events)
+        self.send("Page.reload")
+        self._wait_for_load(since, "the reload")
+
+    def _wait_for_load(self, since: int, url: str) -> None:
         deadline = time.monotonic() + LOAD_TIMEOUT
         checked = since
         while True:
