@@ -127,11 +127,11 @@ def test_close_ends_the_browser(tmp_path: Path) -> None:
 
 
 def test_reload_loads_the_page_anew_and_it_finds_its_storage(browser: Browser, tmp_path: Path) -> None:
-    url = page(tmp_path, "<script>var n = Number(localStorage.getItem('reload-count') || 0) + 1;"
-                         "localStorage.setItem('reload-count', String(n)); window.fresh = true;</script>", name="reload.html")
-    browser.open(url)
-    first = browser.evaluate("Number(localStorage.getItem('reload-count'))")
-    browser.evaluate("window.fresh = false")
-    browser.reload()
+    browser.open(page(tmp_path, "<script>window.fresh = true;</script>", name="reload.html"))
+    browser.evaluate("window.fresh = false; localStorage.setItem('kept', 'yes')")
+    assert browser.reload() == 1
     assert browser.evaluate("window.fresh") is True  # a new document ran the script again
-    assert browser.evaluate("Number(localStorage.getItem('reload-count'))") == first + 1
+    assert browser.reload(until="localStorage.getItem('kept') === 'yes'") in (1, 2, 3)
+    # a condition that never holds: every try is made, and the caller sees it did not hold
+    assert browser.reload(until="localStorage.getItem('never') !== null", tries=2) == 2
+    assert browser.evaluate("localStorage.getItem('never')") is None

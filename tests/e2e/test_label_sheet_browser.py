@@ -78,8 +78,8 @@ def test_the_sheet_hides_the_judge_keeps_answers_across_a_reload_and_downloads_w
 
         stored = json.loads(b.evaluate(f"window.localStorage.getItem({json.dumps(data['storage_key'])})"))
         assert len(stored["answers"]) == 2 and stored["labeler"] == "ana" and stored["current"] == 1
-        b.reload()  # the answers come back from the page's storage
-        wait_ready(b)
+        b.reload(until="document.body.dataset.ready === '1' && document.getElementById('progress').textContent !== '0 of 8 labelled'")
+        wait_ready(b)  # the answers come back from the page's storage
         assert b.evaluate("document.getElementById('progress').textContent") == "2 of 8 labelled"
         assert b.evaluate("document.querySelector('#case').dataset.caseId") == "q1"
         assert b.evaluate("document.getElementById('labeler').value") == "ana"

@@ -217,12 +217,19 @@ class Browser:
             raise RuntimeError(f"Page.navigate {url}: {result['errorText']}")
         self._wait_for_load(since, url)
 
-    def reload(self) -> None:
-        """Reload the page, as its reload button does, and wait for its load event. (A second Page.navigate to the
-        same file:// URL once loaded a page that did not find a localStorage write made just before it.)"""
-        since = len(self.events)
-        self.send("Page.reload")
-        self._wait_for_load(since, "the reload")
+    def reload(self, until: str | None = None, tries: int = 3) -> int:
+        """Reload the page, as its reload button does, and wait for its load event; with ``until`` (a JavaScript
+        expression), reload again, up to ``tries`` loads in all, while it is falsy in the new document. Returns the
+        number of loads. Chromium now and then gives a reloaded file:// page an empty localStorage for that one
+        document (the next load sees the stored values again): a test of what a page keeps across a reload waits for
+        it with ``until``, and still fails if the page never finds what it stored."""
+        for attempt in range(1, tries + 1):
+            since = len(self.events)
+            self.send("Page.reload")
+            self._wait_for_load(since, "the reload")
+            if until is None or self.evaluate(until):
+                return attempt
+        return tries
 
     def _wait_for_load(self, since: int, url: str) -> None:
         deadline = time.monotonic() + LOAD_TIMEOUT
