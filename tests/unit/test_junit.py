@@ -141,6 +141,10 @@ def test_the_conftest_check_finds_invalid_junit(tmp_path: Path, schema: etree.XM
         "skipped-on-testsuites.xml": '<testsuites skipped="0"><testsuite name="a" tests="0" failures="0" errors="0"/></testsuites>',
         "ill-formed.xml": '<testsuites><testsuite name="a" tests="0" failures="0" errors="0">\x01</testsuite></testsuites>',
         "missing-attribute.xml": '<testsuite name="a"/>',
+        # ill-formed past the first chunk the check reads (64 KiB), after many well-formed cases
+        "ill-formed-late.xml": '<testsuites><testsuite name="a" tests="5000" failures="0" errors="0">'
+                               + '<testcase name="c" classname="k"/>' * 5000 + '\x01</testsuite></testsuites>',
+        "ill-formed-in-the-root-tag.xml": '<testsuites name="a\x01"></testsuites>',
     }
     for name, body in cases.items():
         path = tmp_path / name
