@@ -107,17 +107,15 @@ def _root_name(path: Path) -> str | None:
 
     parser = etree.XMLPullParser(events=("start",))
     with path.open("rb") as handle:
-        head = b""
-        while chunk := handle.read(1 << 16):
-            head = head or chunk
+        head = chunk = handle.read(1 << 16)
+        while chunk:
             try:
                 parser.feed(chunk)
+                chunk = handle.read(1 << 16)
             except etree.XMLSyntaxError:
-                break
+                chunk = b""
             for _, element in parser.read_events():
                 return str(etree.QName(element).localname)
-    for _, element in parser.read_events():
-        return str(etree.QName(element).localname)
     start = _START_TAG.match(head)
     return start.group(1).decode("ascii") if start else None
 

@@ -509,42 +509,27 @@ static int attr_used;
 
 static PyObject *attr(PyObject *obj, PyObject *name) {
     PyTypeObject *t = Py_TYPE(obj);
-    for (int i = 0; i < attr_used; i++) {
-        AttrSlot *a = &attr_slots[i];
-        if (a->type == t && a->name == name) {
-            PyObject *v;
-            if (!(t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) || t->tp_version_tag != a->version)
-                break; /* changed: looked up again below */
-            v = *(PyObject **)((char *)obj + a->offset);
-            if (v == NULL)
-                return PyObject_GetAttr(obj, name); /* unset: its AttributeError */
-            Py_INCREF(v);
-            return v;
+    int valid = (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) != 0, i = 0;
+    PyObject *v;
+    while (i < attr_used && !(attr_slots[i].type == t && attr_slots[i].name == name))
+        i++;
+    if (i == attr_used || !valid || t->tp_version_tag != attr_slots[i].version) { /* not seen, or changed since */
+        PyObject *d = i < 32 && t->tp_getattro == PyObject_GenericGetAttr && PyUnicode_CheckExact(name) ? _PyType_Lookup(t, name) : NULL;
+        PyMemberDef *m = d != NULL && Py_TYPE(d) == &PyMemberDescr_Type ? ((PyMemberDescrObject *)d)->d_member : NULL;
+        if (m == NULL || !valid || m->type != Py_T_OBJECT_EX || (m->flags & Py_AUDIT_READ))
+            return PyObject_GetAttr(obj, name);
+        if (i == attr_used) {
+            Py_INCREF(t);
+            Py_INCREF(name);
+            attr_used++;
         }
+        attr_slots[i] = (AttrSlot){t, name, m->offset, t->tp_version_tag};
     }
-    if (t->tp_getattro == PyObject_GenericGetAttr && PyUnicode_CheckExact(name)) {
-        PyObject *d = _PyType_Lookup(t, name); /* borrowed */
-        if (d != NULL && Py_TYPE(d) == &PyMemberDescr_Type && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
-            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-            int i;
-            for (i = 0; i < attr_used && !(attr_slots[i].type == t && attr_slots[i].name == name); i++)
-                ;
-            if (m->type == Py_T_OBJECT_EX && !(m->flags & Py_AUDIT_READ) && i < 32) {
-                if (i == attr_used) {
-                    Py_INCREF(t);
-                    Py_INCREF(name);
-                    attr_used++;
-                }
-                attr_slots[i] = (AttrSlot){t, name, m->offset, t->tp_version_tag};
-                PyObject *v = *(PyObject **)((char *)obj + m->offset);
-                if (v != NULL) {
-                    Py_INCREF(v);
-                    return v;
-                }
-            }
-        }
-    }
-    return PyObject_GetAttr(obj, name);
+    v = *(PyObject **)((char *)obj + attr_slots[i].offset);
+    if (v == NULL)
+        return PyObject_GetAttr(obj, name); /* unset: its AttributeError */
+    Py_INCREF(v);
+    return v;
 }
 
 static PyObject *s_id, *s_relevant, *s_error, *s_retrieved, *s_score, *s_get, *s_strip, *s_casefold;
