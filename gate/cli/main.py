@@ -57,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.disable()  # no collection while the modules load: nothing they build is garbage
     from gate.cli.parser import build_parser
 
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(given[0] if given else None).parse_args(given)
     ends_after = console and args.command in ("run", "merge")  # the process ends right after: end_now
     if console and not ends_after:
         gc.enable()  # (a run keeps it off: it would pause it anyway, and the process ends after its reports)

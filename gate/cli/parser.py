@@ -16,13 +16,18 @@ from gate.cli.watch import add_parser as add_watch_parser
 Commands = Any  # argparse's sub-parsers action (its class is private)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(first: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. ``first``: the first argument, when the parser reads one command line: "run" or
+    "merge" builds those two sub-commands alone (a run starts milliseconds sooner; what it parses, its help and
+    its errors are the same); anything else, or None, builds every sub-command."""
     p = argparse.ArgumentParser(prog="rag-gate", description="Gate pull requests on the quality of a RAG system.")
     p.add_argument("--version", action="version", version=f"rag-gate {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     spec = argparse.ArgumentParser(add_help=False)  # the one --config every command takes
     spec.add_argument("--config", default="rag-eval.yml", help="the spec file (default: rag-eval.yml)")
     _run_and_merge(sub, spec)
+    if first in ("run", "merge"):
+        return p
     _validate_baseline_history(sub, spec)
     _plan_and_show(sub, spec)
     _golden_and_cache(sub, spec)

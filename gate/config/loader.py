@@ -22,7 +22,6 @@ import re
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +39,7 @@ from gate.core.catalog import (
 from gate.core.errors import InputError, InputErrors, KeyPath, key_path, value_at
 from gate.core.settings import GenerationSettings, MatchSettings, RetrievalSettings, RobustnessSettings, StageSettings
 from gate.core.surrogates import lone_surrogate
-from gate.io.schema import SchemaValidator, best_branch_error, describe
+from gate.io.schema import PACKAGE_DIR, SchemaValidator, best_branch_error, describe
 
 if TYPE_CHECKING:
     import jsonschema
@@ -60,7 +59,7 @@ def config_validator() -> SchemaValidator:
 @cache
 def config_schema() -> dict[str, Any]:
     """The JSON Schema of rag-eval.yml, shipped inside the package."""
-    return json.loads(resources.files("gate").joinpath("config.schema.json").read_text(encoding="utf-8"))
+    return json.loads((PACKAGE_DIR / "config.schema.json").read_text(encoding="utf-8"))
 
 
 @cache

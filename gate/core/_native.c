@@ -13,6 +13,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__) && defined(__GNUC__)
+#include <emmintrin.h>
+#endif
 
 #define MAX_SMALL_INT 9007199254740992LL /* 2**53: an int up to it is a double exactly */
 
@@ -664,34 +667,75 @@ static int in_ids(PyObject *ids, PyObject *x) {
     return 0;
 }
 
-/* One case of near_ids: appends (case id, the id retrieved, the relevant id) to found. -1 on error. */
-static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, PyObject *found) {
+/* Whether x is an ASCII str that its own fold (strip, casefold) leaves as it is: no capital, no space at either end.
+ * Two such strs fold alike only when they are equal. */
+static int clean_id(PyObject *x) {
+    const Py_UCS1 *p;
+    Py_ssize_t n;
+    if (!PyUnicode_CheckExact(x) || !PyUnicode_IS_ASCII(x))
+        return 0;
+    p = PyUnicode_1BYTE_DATA(x);
+    n = PyUnicode_GET_LENGTH(x);
+    if (n && (ascii_space(p[0]) || ascii_space(p[n - 1])))
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (p[i] >= 'A' && p[i] <= 'Z')
+            return 0;
+    return 1;
+}
+
+/* The relevant ids not in ids, by their fold (a later id of the same fold replaces an earlier one, as {..} does): a
+ * new dict, or NULL on error. */
+static PyObject *missed_of(PyObject *relevant, PyObject *ids) {
     PyObject *missed = PyDict_New(), *key, *value;
-    Py_ssize_t pos = 0, n = PyList_GET_SIZE(ids);
-    int rc = -1;
+    Py_ssize_t pos = 0;
     if (missed == NULL)
-        return -1;
+        return NULL;
     while (PyDict_Next(relevant, &pos, &key, &value)) {
         int in = in_ids(ids, key);
         PyObject *f;
-        if (in < 0)
-            goto done;
+        if (in < 0 || (!in && (f = folded(key)) == NULL))
+            goto fail;
         if (in)
             continue;
-        if ((f = folded(key)) == NULL)
-            goto done;
-        in = PyDict_SetItem(missed, f, key); /* a later id of the same fold replaces an earlier one, as {..} does */
+        in = PyDict_SetItem(missed, f, key);
         Py_DECREF(f);
         if (in < 0)
-            goto done;
+            goto fail;
     }
-    for (Py_ssize_t i = 0; i < n && PyDict_GET_SIZE(missed); i++) {
-        PyObject *id = PyList_GET_ITEM(ids, i), *want, *item;
-        int in = PyDict_Contains(relevant, id);
+    return missed;
+fail:
+    Py_DECREF(missed);
+    return NULL;
+}
+
+/* One case of near_ids: appends (case id, the id retrieved, the relevant id) to found. -1 on error. A clean id
+ * (clean_id) can fold as a missed relevant id only when one of the two is not clean: while every missed id is clean,
+ * the clean ids retrieved are passed over without a lookup. */
+static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, PyObject *found) {
+    PyObject *missed = NULL, *key, *value;
+    Py_ssize_t pos = 0, n = PyList_GET_SIZE(ids), nmissed = 0;
+    int rc = -1, dirty = 0;
+    while (PyDict_Next(relevant, &pos, &key, &value)) {
+        int in = in_ids(ids, key);
         if (in < 0)
+            return -1;
+        if (!in) {
+            nmissed++;
+            dirty = dirty || !clean_id(key);
+        }
+    }
+    for (Py_ssize_t i = 0; i < n && nmissed; i++) {
+        PyObject *id = PyList_GET_ITEM(ids, i), *want, *item;
+        int in;
+        if (!dirty && clean_id(id))
+            continue;
+        if ((in = PyDict_Contains(relevant, id)) < 0)
             goto done;
         if (in)
             continue;
+        if (missed == NULL && (missed = missed_of(relevant, ids)) == NULL)
+            goto done;
         want = missed_for(missed, id);
         if (want == NULL) {
             if (PyErr_Occurred())
@@ -707,7 +751,7 @@ static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, PyObjec
     }
     rc = 0;
 done:
-    Py_DECREF(missed);
+    Py_XDECREF(missed);
     return rc;
 }
 
@@ -864,19 +908,43 @@ static PyObject *clearly_fresh(PyObject *self, PyObject *args) {
 /* ---- the golden set's fingerprint text ---- */
 
 static PyObject *s_relevant_texts, *s_expected_keywords, *s_checks, *s_paraphrases, *s_question, *s_ground_truth, *s_type;
-static PyObject *p_open, *p_sep, *p_null, *p_pairs_open, *p_pair_open, *p_pairs_close, *p_row_close, *p_newline, *p_row_end, *p_quote;
+/* The text is written as UTF-8 into one growing buffer, then hashed: no piece is a Python object of its own. */
+typedef struct {
+    char *b;
+    Py_ssize_t n, cap;
+} Buf;
 
-/* Appends a new reference to pieces, stealing it (-1 on error or a NULL piece). */
-static int put(PyObject *pieces, PyObject *piece) {
-    int rc;
-    if (piece == NULL)
-        return -1;
-    rc = PyList_Append(pieces, piece);
-    Py_DECREF(piece);
-    return rc;
+static int buf_put(Buf *w, const char *p, Py_ssize_t n) {
+    if (w->n + n > w->cap) {
+        Py_ssize_t cap = w->cap ? w->cap : 65536;
+        char *grown;
+        while (cap < w->n + n) {
+            if (cap > PY_SSIZE_T_MAX / 2) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            cap *= 2;
+        }
+        if ((grown = PyMem_Realloc(w->b, (size_t)cap)) == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        w->b = grown;
+        w->cap = cap;
+    }
+    memcpy(w->b + w->n, p, (size_t)n);
+    w->n += n;
+    return 0;
 }
 
-static int put_borrowed(PyObject *pieces, PyObject *piece) { return PyList_Append(pieces, piece); }
+#define PUT(w, lit) buf_put((w), (lit), (Py_ssize_t)(sizeof(lit) - 1))
+
+/* A str's UTF-8 (UnicodeEncodeError for a lone surrogate, as str.encode gives), appended. */
+static int buf_utf8(Buf *w, PyObject *text) {
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(text, &n);
+    return u == NULL ? -1 : buf_put(w, u, n);
+}
 
 /* Whether a str holds no character that a JSON string escapes ('"', '\\', a control character below 0x20). */
 static int plain(PyObject *value) {
@@ -884,9 +952,20 @@ static int plain(PyObject *value) {
     int kind = PyUnicode_KIND(value);
     const void *data = PyUnicode_DATA(value);
     if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *p = data;
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (p[i] < 0x20 || p[i] == '"' || p[i] == '\\')
+        const Py_UCS1 *p = data, *end = p + n;
+#if defined(__SSE2__) && defined(__GNUC__)
+        const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), below = _mm_set1_epi8(0x1F);
+        for (; end - p >= 16; p += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+            /* unsigned: a byte is at most 0x1F when the smaller of it and 0x1F is itself */
+            __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
+                                       _mm_cmpeq_epi8(_mm_min_epu8(v, below), v));
+            if (_mm_movemask_epi8(hit))
+                return 0;
+        }
+#endif
+        for (; p < end; p++)
+            if (*p < 0x20 || *p == '"' || *p == '\\')
                 return 0;
         return 1;
     }
@@ -898,12 +977,53 @@ static int plain(PyObject *value) {
     return 1;
 }
 
-/* Appends the JSON string of value to pieces, as encode (json's encode_basestring, ensure_ascii False) writes it:
- * a str with nothing to escape is itself between quotes; -1 on error. */
-static int put_string(PyObject *pieces, PyObject *encode, PyObject *value) {
+/* The JSON string of value, as encode (json's encode_basestring, ensure_ascii False) writes it: a str with nothing
+ * to escape is itself between quotes. */
+static int buf_string(Buf *w, PyObject *encode, PyObject *value) {
+    PyObject *e;
+    int rc;
     if (PyUnicode_CheckExact(value) && plain(value))
-        return put_borrowed(pieces, p_quote) < 0 || put_borrowed(pieces, value) < 0 || put_borrowed(pieces, p_quote) < 0 ? -1 : 0;
-    return put(pieces, PyObject_CallOneArg(encode, value));
+        return PUT(w, "\"") < 0 || buf_utf8(w, value) < 0 || PUT(w, "\"") < 0 ? -1 : 0;
+    if ((e = PyObject_CallOneArg(encode, value)) == NULL)
+        return -1;
+    if (!PyUnicode_Check(e)) {
+        Py_DECREF(e);
+        PyErr_SetString(PyExc_TypeError, "encode gave no str");
+        return -1;
+    }
+    rc = buf_utf8(w, e);
+    Py_DECREF(e);
+    return rc;
+}
+
+/* int.__repr__(grade): an int (a bool as its int) in decimal; TypeError for anything else, as int.__repr__ raises. */
+static int buf_int(Buf *w, PyObject *grade) {
+    long long v;
+    int overflow;
+    char digits[32];
+    if (!PyLong_Check(grade)) {
+        PyErr_Format(PyExc_TypeError, "a grade must be an int, not %.100s", Py_TYPE(grade)->tp_name);
+        return -1;
+    }
+    v = PyLong_AsLongLongAndOverflow(grade, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow) {
+        PyObject *r = PyLong_Type.tp_repr(grade);
+        int rc = r == NULL ? -1 : buf_utf8(w, r);
+        Py_XDECREF(r);
+        return rc;
+    }
+    {
+        char *p = digits + sizeof digits;
+        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        do
+            *--p = (char)('0' + u % 10);
+        while (u /= 10);
+        if (v < 0)
+            *--p = '-';
+        return buf_put(w, p, digits + sizeof digits - p);
+    }
 }
 
 /* Whether any of the fields that make a case's row the long form is set (truthy); -1 on error. */
@@ -922,17 +1042,20 @@ static int long_form(PyObject *c) {
     return 0;
 }
 
-/* The pieces of the pairs of a case's relevant ids and grades, sorted: [d, g], [d, g]. */
-static int put_pairs(PyObject *pieces, PyObject *encode, PyObject *relevant) {
+/* The pairs of a case's relevant ids and grades, sorted: [d, g], [d, g]. */
+static int buf_pairs(Buf *w, PyObject *encode, PyObject *relevant) {
     PyObject *items = PyDict_Check(relevant) ? PyDict_Items(relevant) : PyMapping_Items(relevant);
     int rc = -1;
     if (items == NULL || PyList_Sort(items) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
         PyObject *pair = PyList_GET_ITEM(items, i);
-        if ((i && put_borrowed(pieces, p_sep) < 0) || put_borrowed(pieces, p_pair_open) < 0
-            || put_string(pieces, encode, PyTuple_GET_ITEM(pair, 0)) < 0 || put_borrowed(pieces, p_sep) < 0
-            || put(pieces, PyLong_Type.tp_repr(PyTuple_GET_ITEM(pair, 1))) < 0 || put_borrowed(pieces, p_row_close) < 0)
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "relevant must give (id, grade) pairs");
+            goto done;
+        }
+        if ((i && PUT(w, ", ") < 0) || PUT(w, "[") < 0 || buf_string(w, encode, PyTuple_GET_ITEM(pair, 0)) < 0
+            || PUT(w, ", ") < 0 || buf_int(w, PyTuple_GET_ITEM(pair, 1)) < 0 || PUT(w, "]") < 0)
             goto done;
     }
     rc = 0;
@@ -941,18 +1064,16 @@ done:
     return rc;
 }
 
-/* The pieces of one case's usual row but its last "]": [id, question, ground truth or null, [pairs], type. */
-static int put_row(PyObject *pieces, PyObject *encode, PyObject *c) {
+/* One case's usual row and its newline: [id, question, ground truth or null, [pairs], type]. */
+static int buf_row(Buf *w, PyObject *encode, PyObject *c) {
     PyObject *id = attr(c, s_id), *q = NULL, *gt = NULL, *rel = NULL, *type = NULL;
     int rc = -1;
     if (id == NULL || (q = attr(c, s_question)) == NULL || (gt = attr(c, s_ground_truth)) == NULL
         || (rel = attr(c, s_relevant)) == NULL || (type = attr(c, s_type)) == NULL)
         goto done;
-    if (put_borrowed(pieces, p_open) < 0 || put_string(pieces, encode, id) < 0 || put_borrowed(pieces, p_sep) < 0
-        || put_string(pieces, encode, q) < 0 || put_borrowed(pieces, p_sep) < 0
-        || (gt == Py_None ? put_borrowed(pieces, p_null) : put_string(pieces, encode, gt)) < 0
-        || put_borrowed(pieces, p_pairs_open) < 0 || put_pairs(pieces, encode, rel) < 0
-        || put_borrowed(pieces, p_pairs_close) < 0 || put_string(pieces, encode, type) < 0)
+    if (PUT(w, "[") < 0 || buf_string(w, encode, id) < 0 || PUT(w, ", ") < 0 || buf_string(w, encode, q) < 0
+        || PUT(w, ", ") < 0 || (gt == Py_None ? PUT(w, "null") : buf_string(w, encode, gt)) < 0 || PUT(w, ", [") < 0
+        || buf_pairs(w, encode, rel) < 0 || PUT(w, "], ") < 0 || buf_string(w, encode, type) < 0 || PUT(w, "]\n") < 0)
         goto done;
     rc = 0;
 done:
@@ -960,35 +1081,39 @@ done:
     return rc;
 }
 
-/* fingerprint_text(cases, encode, long_row): gate.core.cases.fingerprint's text of the cases (in the order given):
- * each case's row and a newline; encode is the JSON string encoder, long_row the row of a case of the long form. */
-static PyObject *fingerprint_text(PyObject *self, PyObject *args) {
-    PyObject *cases, *encode, *long_row, *pieces, *seq, *text, *empty;
+/* fingerprint_utf8(cases, encode, long_row): the UTF-8 bytes of gate.core.cases.fingerprint's text of the cases (in
+ * the order given): each case's row and a newline; encode is the JSON string encoder, long_row the row (a str) of a
+ * case of the long form. */
+static PyObject *fingerprint_utf8(PyObject *self, PyObject *args) {
+    PyObject *cases, *encode, *long_row, *seq, *out = NULL;
+    Buf w = {NULL, 0, 0};
     (void)self;
     if (!PyArg_ParseTuple(args, "OOO", &cases, &encode, &long_row))
         return NULL;
     if ((seq = PySequence_Fast(cases, "cases must be a sequence")) == NULL)
         return NULL;
-    if ((pieces = PyList_New(0)) == NULL) {
-        Py_DECREF(seq);
-        return NULL;
-    }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-        PyObject *c = PySequence_Fast_GET_ITEM(seq, i);
-        int form = long_form(c);
-        if (form < 0 || (form ? put(pieces, PyObject_CallOneArg(long_row, c)) : put_row(pieces, encode, c)) < 0
-            || put_borrowed(pieces, form ? p_newline : p_row_end) < 0) {
-            Py_DECREF(seq);
-            Py_DECREF(pieces);
-            return NULL;
+        PyObject *c = PySequence_Fast_GET_ITEM(seq, i), *row;
+        int form = long_form(c), rc;
+        if (form < 0)
+            goto done;
+        if (!form) {
+            if (buf_row(&w, encode, c) < 0)
+                goto done;
+            continue;
         }
+        if ((row = PyObject_CallOneArg(long_row, c)) == NULL)
+            goto done;
+        rc = PyUnicode_Check(row) ? buf_utf8(&w, row) : (PyErr_SetString(PyExc_TypeError, "long_row gave no str"), -1);
+        Py_DECREF(row);
+        if (rc < 0 || PUT(&w, "\n") < 0)
+            goto done;
     }
+    out = PyBytes_FromStringAndSize(w.b ? w.b : "", w.n);
+done:
     Py_DECREF(seq);
-    empty = PyUnicode_FromString("");
-    text = empty ? PyUnicode_Join(empty, pieces) : NULL;
-    Py_XDECREF(empty);
-    Py_DECREF(pieces);
-    return text;
+    PyMem_Free(w.b);
+    return out;
 }
 
 /* ---- the retrieval stage's loop over the cases (match.level exact) ---- */
@@ -1223,7 +1348,7 @@ static PyMethodDef methods[] = {
     {"near_ids", near_ids, METH_VARARGS, "near_ids(cases, outputs) -> [(case id, id retrieved, relevant id)]."},
     {"unsorted_scores", unsorted_scores, METH_VARARGS, "unsorted_scores(cases, outputs) -> (count, first case id or None)."},
     {"clearly_fresh", clearly_fresh, METH_VARARGS, "clearly_fresh(answered, outputs, cutoff) -> bool."},
-    {"fingerprint_text", fingerprint_text, METH_VARARGS, "fingerprint_text(cases, encode, long_row) -> the text hashed."},
+    {"fingerprint_utf8", fingerprint_utf8, METH_VARARGS, "fingerprint_utf8(cases, encode, long_row) -> the UTF-8 of the text hashed."},
     {"score_cases", score_cases, METH_VARARGS, "score_cases(plan, names, cases, outputs, no_relevant, fallback)."},
     {"build", build, METH_VARARGS, "build(cls, slots, values) -> a new cls whose slots hold values (no __init__)."},
     {"not_finite", not_finite, METH_O, "not_finite(x) -> whether x holds a NaN or infinity; None: cannot tell."},
@@ -1238,10 +1363,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gate.core._native", 
 PyMODINIT_FUNC PyInit__native(void) {
     const char *names[] = {"id", "relevant", "error", "retrieved", "score", "get", "strip", "casefold", "relevant_texts",
                            "expected_keywords", "checks", "paraphrases", "question", "ground_truth", "type",
-                           "[", ", ", "null", ", [", "[", "], ", "]", "\n", "]\n", "\"", "answerable", "metrics", "relevant_ranks"};
+                           "answerable", "metrics", "relevant_ranks"};
     PyObject **slots[] = {&s_id, &s_relevant, &s_error, &s_retrieved, &s_score, &s_get, &s_strip, &s_casefold,
                           &s_relevant_texts, &s_expected_keywords, &s_checks, &s_paraphrases, &s_question, &s_ground_truth,
-                          &s_type, &p_open, &p_sep, &p_null, &p_pairs_open, &p_pair_open, &p_pairs_close, &p_row_close, &p_newline, &p_row_end, &p_quote, &s_answerable, &s_metrics, &s_relevant_ranks};
+                          &s_type, &s_answerable, &s_metrics, &s_relevant_ranks};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return NULL;

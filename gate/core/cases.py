@@ -11,13 +11,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from gate.core.answers import CHECK_KEYS, AnswerChecks
-from gate.core.digest import digest_text
+from gate.core.digest import digest_utf8
 from gate.core.model import CASE_TYPES, GoldenCase
 
-try:  # fingerprint_text in C, where gate.core._native is built (tests/unit/test_native.py holds it to the Python one)
-    from gate.core._native import fingerprint_text as _native_text
+try:  # fingerprint_utf8 in C, where gate.core._native is built (tests/unit/test_native.py holds it to the Python one)
+    from gate.core._native import fingerprint_utf8 as _native_utf8
 except ImportError:
-    _native_text = None
+    _native_utf8 = None
 
 MAX_GRADE = 1000  # graded relevance is a small scale (trec's 1-3); a huge grade would overflow the nDCG arithmetic
 FIELDS = ("id", "question", "ground_truth", "relevant_doc_ids", "relevant_texts", "type", "tags", "category", "metadata",
@@ -167,14 +167,15 @@ def _row(c: GoldenCase) -> str:
 
 def fingerprint(cases: Iterable[GoldenCase]) -> str:
     """Content hash of the golden set: what each case asks and what counts as relevant."""
-    return digest_text(fingerprint_text(sorted(cases, key=_by_id)))
+    return digest_utf8(fingerprint_utf8(sorted(cases, key=_by_id)))
 
 
-def fingerprint_text(cases: list[GoldenCase]) -> str:
-    """What ``fingerprint`` hashes: each case's ``_row`` and a newline (built in C where gate.core._native is built)."""
-    if _native_text is not None:
-        return _native_text(cases, _STRING, _row)
-    return "".join([_row(c) + "\n" for c in cases])
+def fingerprint_utf8(cases: list[GoldenCase]) -> bytes:
+    """The UTF-8 of what ``fingerprint`` hashes: each case's ``_row`` and a newline (written straight into one buffer
+    in C where gate.core._native is built)."""
+    if _native_utf8 is not None:
+        return _native_utf8(cases, _STRING, _row)
+    return "".join([_row(c) + "\n" for c in cases]).encode("utf-8")
 
 
 def _by_id(c: GoldenCase) -> str:

@@ -18,7 +18,6 @@ Every finding has a code, a level (error | warning | info), the case ids it is a
 
 from __future__ import annotations
 
-import difflib
 import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -94,6 +93,8 @@ def similarity(a: Sequence[str], b: Sequence[str]) -> float:
     if not a or not b:
         return 0.0
     bag = 2 * sum((Counter(a) & Counter(b)).values()) / (len(a) + len(b))
+    import difflib  # only where questions are compared: not on every run's path
+
     return max(bag, difflib.SequenceMatcher(None, a, b, autojunk=False).ratio())
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import math
-import statistics
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
@@ -156,10 +155,16 @@ def health_metrics(latencies_ms: Sequence[float], calls: int, errors: int) -> di
     if calls:
         out["error_rate"] = errors / calls
     if latencies_ms:
-        out["mean_latency_ms"] = statistics.fmean(latencies_ms)
+        out["mean_latency_ms"] = _mean(latencies_ms)
         for q in (50, 95, 99):
             out[f"p{q}_latency_ms"] = percentile(latencies_ms, q)  # type: ignore[assignment]
     return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    """statistics.fmean of a non-empty sequence (its very arithmetic: fsum, then one division), without importing
+    statistics (and fractions) for it."""
+    return math.fsum(values) / len(values)
 
 
 def total_tokens(usage: Mapping[str, Any] | None) -> float | None:
@@ -191,7 +196,7 @@ def usage_metrics(tokens: Sequence[float], cached: Sequence[bool]) -> tuple[dict
     metrics: dict[str, float] = {}
     missing: dict[str, str] = {}
     if tokens:
-        metrics["mean_total_tokens"] = statistics.fmean(tokens)
+        metrics["mean_total_tokens"] = _mean(tokens)
         metrics["p95_total_tokens"] = percentile(tokens, 95)  # type: ignore[assignment]
     else:
         missing.update(mean_total_tokens=NO_USAGE, p95_total_tokens=NO_USAGE)

@@ -17,6 +17,8 @@ from gate.core.catalog import EngineMetric, MetricName, engine_metrics, parse_me
 from gate.core.model import GoldenCase
 from gate.core.sampling import select_sample
 
+NO_JUDGE = "no judge configured (add judge: to the spec)"  # why a run has no judge (gate.judges.resolve_judge)
+
 GateTable = Mapping[str, Mapping[str, Any]]  # metric -> its gate, as the spec writes it (defaults filled)
 
 

@@ -58,18 +58,23 @@ _ASCII_PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 # Han ideographs (with extensions and compatibility forms), the ideographic marks
 # 々 〆 〇, Hiragana, Katakana and its phonetic extensions.
-_CJK = re.compile(
-    "(["
-    "\u3005-\u3007"
-    "\u3040-\u30ff"
-    "\u31f0-\u31ff"
-    "\u3400-\u4dbf"
-    "\u4e00-\u9fff"
-    "\uf900-\ufaff"
-    "\U00020000-\U0002fa1f"
-    "\U00030000-\U000323af"
-    "])"
-)
+_CJK_CLASS = ("(["
+              "\u3005-\u3007"
+              "\u3040-\u30ff"
+              "\u31f0-\u31ff"
+              "\u3400-\u4dbf"
+              "\u4e00-\u9fff"
+              "\uf900-\ufaff"
+              "\U00020000-\U0002fa1f"
+              "\U00030000-\U000323af"
+              "])")
+
+
+@lru_cache(maxsize=1)
+def _cjk() -> re.Pattern[str]:
+    """The CJK pattern, compiled at its first use (its wide class takes milliseconds to compile, and an ASCII text
+    never needs it)."""
+    return re.compile(_CJK_CLASS)
 
 
 @lru_cache(maxsize=4096)
@@ -83,7 +88,7 @@ def _is_word_char(ch: str) -> bool:
 
 
 def _space_cjk(text: str) -> str:
-    return text if text.isascii() else _CJK.sub(r" \1 ", text)  # ASCII holds no CJK character: nothing to space
+    return text if text.isascii() else _cjk().sub(r" \1 ", text)  # ASCII holds no CJK character: nothing to space
 
 
 class _CharTable(dict[int, "int | None"]):

@@ -16,7 +16,6 @@ import functools
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from gate.core.errors import InputError, RunError
@@ -79,6 +78,22 @@ def _unwritable(what: str, target: Path, exc: OSError) -> RunError:
     return RunError(f"{target}: cannot write the {what}: {reason}", hint="write it to another folder, or free some space")
 
 
+# as tempfile.mkstemp opens its file (whose module, and shutil's, a run would import for this alone)
+_NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _new_temporary(folder: Path, prefix: str) -> tuple[int, str]:
+    """A file ``<prefix><12 random hex digits>.tmp`` made in ``folder`` by this call and no other (created with
+    O_EXCL, mode 0600, a symbolic link not followed): its descriptor and path. OSError as os.open raises it."""
+    for _ in range(100):
+        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(path, _NEW_FILE, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused name for a temporary file", str(folder))
+
+
 def write_text(path: str | os.PathLike[str], text: str | bytes, *, what: str = "file") -> None:
     """Write ``text`` (str, written as UTF-8; or its bytes, written as they are) to ``path`` atomically; '-' writes
     to stdout. Never leaves a half-written file. A symbolic link is written through (the file it names is replaced,
@@ -94,7 +109,7 @@ def write_text(path: str | os.PathLike[str], text: str | bytes, *, what: str = "
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(target)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = _new_temporary(target.parent, f".{target.name}.{os.getpid()}.")
     except OSError as exc:
         raise _unwritable(what, target, exc) from None
     try:

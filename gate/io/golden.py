@@ -99,6 +99,47 @@ def iter_lines(path: Path, raw: bytes | mmap.mmap | None = None) -> Iterator[tup
 JSONL_HINT = "write one JSON object per line (JSON Lines), e.g. jq -c '.[]' cases.json > cases.jsonl"
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+def python_one_value_a_line(raw: bytes) -> int | None:
+    """How many lines ``raw`` holds when each newline (LF, or CRLF throughout: line by line, a lone CR ends a line
+    too) stands between ``}`` and ``{`` or ends the file; None otherwise. A raw newline cannot stand inside a JSON
+    string, and ``}`` then ``{`` only between two values: such a file holds one JSON object on each line."""
+    crlf = b"\r" in raw
+    find, at, lines = raw.find, raw.find(b"\n"), 0
+    while at >= 0:
+        close = at - 2 if crlf else at - 1
+        if close < 0 or raw[close] != 125 or (crlf and raw[at - 1] != 13) or raw[at + 1: at + 2] not in (b"{", b""):
+            return None
+        lines += 1
+        at = find(b"\n", at + 1)
+    if crlf and raw.count(b"\r") != lines:  # a CR that does not end a line
+        return None
+    return lines + 1 if raw and raw[-1] != 10 else lines
+
+
+def _utf8(raw: bytes) -> bool:
+    if raw.isascii():
+        return True
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def python_lines_and_utf8(raw: bytes) -> tuple[int | None, bool]:
+    """(``python_one_value_a_line`` of raw, whether raw is valid UTF-8)."""
+    return python_one_value_a_line(raw), _utf8(raw)
+
+
+try:  # the same two answers from one pass in C, where gate.core._native is built
+    from gate.core._native import one_value_a_line as lines_and_utf8
+except ImportError:
+    lines_and_utf8 = python_lines_and_utf8
+
+
 def parse_line(path: Path, lineno: int, line: str) -> Any:
     """The JSON value of one line of a JSONL file; InputError naming the file and line otherwise. A line that opens a
     JSON array is said to be one: these files hold one object per line, and an array written whole (or pretty-printed
@@ -140,6 +181,7 @@ class _Row(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 _ROW = msgspec.json.Decoder(_Row).decode
+_ROWS = msgspec.json.Decoder(_Row).decode_lines
 
 
 def _fast_case(text: str, lineno: int) -> GoldenCase | None:
@@ -150,6 +192,11 @@ def _fast_case(text: str, lineno: int) -> GoldenCase | None:
         row = _ROW(text)
     except (ValueError, RecursionError):  # not of this shape, or not JSON msgspec takes: the general path
         return None
+    return _case_of(row, lineno)
+
+
+def _case_of(row: _Row, lineno: int) -> GoldenCase | None:
+    """``_fast_case``'s case of a decoded row; None for a row ``parse_case`` would refuse."""
     question, case_id, ctype, rel = row.question, row.id, row.type, row.relevant_doc_ids
     if not question.strip() or ctype not in CASE_TYPES:
         return None
@@ -220,10 +267,38 @@ def _read_text(path: Path) -> str | None:
             return None
 
 
+def _whole_file(path: Path) -> list[GoldenCase] | None:
+    """Every case of a golden set of the usual shape, its lines decoded by msgspec in one call (row i is line i + 1):
+    when the file is UTF-8 without a byte-order mark, holds one JSON object on each line (``lines_and_utf8``) and
+    every row is a usual one ``parse_case`` takes. None otherwise: the file is then read line by line, which gives
+    the same cases and words what is wrong where (a mistake costs a second read, not a different answer)."""
+    raw = read_regular_bytes(path)
+    lines, utf8 = lines_and_utf8(raw)
+    if lines is None or not utf8 or raw[:3] == BOM:  # msgspec does not check the UTF-8 of what it skips
+        return None
+    try:
+        rows = _ROWS(raw)
+    except (ValueError, RecursionError):
+        return None
+    if len(rows) != lines:
+        return None
+    cases = []
+    for lineno, row in enumerate(rows, 1):
+        case = _case_of(row, lineno)
+        if case is None:
+            return None
+        cases.append(case)
+    return cases
+
+
 def _cases(path: Path) -> Iterator[tuple[int, GoldenCase | str]]:
     """(line number, the case or what is wrong with its row) of every non-blank line; InputError on bad JSON (at the
     first such line, as ``iter_jsonl`` raises it). Lines of the usual shape are decoded straight into their case; the
     others, with their newline, go ``parse_line`` and ``parse_case``'s way, which word what is wrong."""
+    whole = _whole_file(path)
+    if whole is not None:
+        yield from enumerate(whole, 1)
+        return
     text = _read_text(path)
     if text is None:
         for lineno, row in iter_jsonl(path):

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -24,7 +23,7 @@ from gate.core.errors import InputError, key_path, value_at
 from gate.core.records import compact_texts, text_table
 from gate.core.report import SCHEMA_VERSION, Baseline, HistoryEntry, Part, Report
 from gate.io.jsonparse import BadJSON, parse
-from gate.io.schema import SchemaValidator, describe
+from gate.io.schema import PACKAGE_DIR, SchemaValidator, describe
 
 Document = Literal["report", "baseline", "history_entry", "part"]
 SELF_CHECK = "RAG_GATE_SELF_CHECK"
@@ -34,7 +33,7 @@ COMPACT_ABOVE = 1000  # cases: above this report.json is written compact (json's
 @functools.cache
 def report_schema() -> dict[str, Any]:
     """The JSON Schema of report.json, the baseline and history entries, shipped inside the package."""
-    return cast(dict[str, Any], json.loads(resources.files("gate").joinpath("report.schema.json").read_text(encoding="utf-8")))
+    return cast(dict[str, Any], json.loads((PACKAGE_DIR / "report.schema.json").read_text(encoding="utf-8")))
 
 
 def _root(document: Document) -> dict[str, Any]:

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import jsonschema
+
+# the gate package's folder, which holds its schemas (package data beside its modules: read as files, without
+# importlib.resources, whose import brings tempfile and shutil along)
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
 class SchemaValidator:

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gate.core.settings import NO_JUDGE
+
 
 @dataclass(frozen=True, slots=True)
 class JudgeInput:
@@ -54,8 +56,6 @@ class JudgeSettings:
     prices: dict[str, float] = field(default_factory=dict)  # input_per_million, output_per_million
     secrets: tuple[str, ...] = ()  # every secret of the run (the key included): no judge error may show one
 
-
-NO_JUDGE = "no judge configured (add judge: to the spec)"
 
 
 def resolve_judge(judge: Mapping[str, Any] | None, env: Mapping[str, str], secrets: Sequence[str] = ()) -> tuple[JudgeSettings | None, str]:

@@ -23,7 +23,6 @@ from gate.core.records import history_summary, mismatched
 from gate.core.report import SCHEMA_VERSION, BaselineInfo, GoldenSetInfo, JudgeInfo, Report, RunInfo, StageMeasurement, StageResult, TargetInfo
 from gate.core.verdict import CompareWith, decide_verdict, gate_stage, run_errors, trap_warning
 from gate.run.context import RunFacts
-from gate.run.traces import traces_fingerprint
 from gate.stages.retrieval import health_stage, retrieval_stage, stale_labels
 
 Groups = Mapping[str, Mapping[str, Sequence[str]]]  # by -> group -> case ids
@@ -85,9 +84,15 @@ def measure_all(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, T
 
 
 def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput], facts: RunFacts,
-             judged: Mapping[str, StageMeasurement] | None = None) -> Report:
-    """The report for one run. ``judged`` holds the judged stages already measured (generation, robustness)."""
-    fingerprints = spec.fingerprints(traces_fingerprint(spec) if spec.traces is not None else golden_fingerprint(cases))
+             judged: Mapping[str, StageMeasurement] | None = None, golden_print: str | None = None) -> Report:
+    """The report for one run. ``judged`` holds the judged stages already measured (generation, robustness);
+    ``golden_print``: the fingerprint of ``cases``, where it was made already (gate.run.load)."""
+    if spec.traces is not None:  # a traces run (gate.run.traces): imported by it alone
+        from gate.run.traces import traces_fingerprint
+
+        fingerprints = spec.fingerprints(traces_fingerprint(spec))
+    else:
+        fingerprints = spec.fingerprints(golden_print or golden_fingerprint(cases))
     case_groups = groups(cases)
     measured = measure_all(spec, cases, outputs, case_groups, judged)
     texts: dict[str, str] = {}

@@ -64,7 +64,7 @@ def run_viewed(config: str, options: RunOptions | None = None) -> Viewed:
         measured = measure(loaded, options)
         note = deadline_note(loaded.deadline, measured.outputs, measured.judged)
         facts = run_facts(loaded, options, measured, time.perf_counter() - started, note)
-        report = evaluate(loaded.spec, loaded.cases, measured.outputs, facts, measured.judged)
+        report = evaluate(loaded.spec, loaded.cases, measured.outputs, facts, measured.judged, loaded.fingerprint)
         return viewed(report, loaded, measured.outputs, options)
 
 

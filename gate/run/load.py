@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gate.config.loader import load_spec
 from gate.config.spec import Spec
 from gate.core.calibration import CalibrationSettings
+from gate.core.cases import fingerprint
 from gate.core.model import GoldenCase
 from gate.core.records import window
 from gate.core.report import HistoryEntry, StoredRun
@@ -42,6 +43,7 @@ class Loaded:
     calibration: tuple[CalibrationSettings, dict[str, Any] | None] | None = None  # judge.calibration and its file (None: none)
     traces: TracesRead | None = None  # a traces run: the sampled traces (the cases) and what they answered
     results_read: Callable[[], Read] | None = None  # a results file's target: the file, read while the golden set was
+    fingerprint: str | None = None  # the golden set's (gate.core.cases.fingerprint of cases), where it was made early
 
     @property
     def history(self) -> list[HistoryEntry]:
@@ -74,8 +76,10 @@ def load(config: str, options: RunOptions, *, unset_ok: bool = False) -> Loaded:
         source = f"{chosen[1]}; {COMMITTED}" if baseline else chosen[1]
     deadline = Deadline(options.max_duration_s if options.max_duration_s is not None else spec.data["max_duration_s"])
     corpus = frozenset(load_corpus_ids(Path(options.corpus))) if options.corpus else None
+    # while a thread still reads the results file, the golden set's fingerprint costs the run nothing: made now
+    early = fingerprint(cases) if results_read is not None else None
     return Loaded(spec, cases, store, entries, baseline, source, deadline, len(everything) - len(cases), corpus, calibration(spec),
-                  traces, results_read)
+                  traces, results_read, early)
 
 
 def _prefetch(spec: Spec) -> Callable[[], Read] | None:

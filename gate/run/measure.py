@@ -16,7 +16,6 @@ from gate.run.ask import collect_outputs
 from gate.run.context import Measured, stage_context
 from gate.run.load import Loaded
 from gate.run.options import RunOptions
-from gate.run.traces import traces_fingerprint
 from gate.targets import Target
 from gate.targets.factory import make_target
 
@@ -57,6 +56,7 @@ def window_refs(loaded: Loaded) -> list[WindowRefs]:
     settings = spec.traces
     if settings is None or loaded.traces is None:
         return []
+    from gate.run.traces import traces_fingerprint
     from gate.stages.windows import WindowRefs, stored_window
 
     mine = traces_fingerprint(spec)

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Protocol
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.redact import Redactor
 from gate.core.report import Usage
+from gate.core.settings import NO_JUDGE
 from gate.deadline import NO_DEADLINE, Deadline
-from gate.judges import NO_JUDGE, Engine, JudgeSettings
 
 if TYPE_CHECKING:
+    from gate.judges import Engine, JudgeSettings
     from gate.judges.cache import ScoreCache
     from gate.judges.client import JudgeClient
 

@@ -15,7 +15,10 @@ from msgspec import UNSET, UnsetType
 
 from gate.core.errors import InputError, InputErrors
 from gate.core.model import GoldenCase, TargetOutput
+from gate.io.golden import BOM as _BOM
 from gate.io.golden import iter_lines, map_regular, parse_line, read_regular_bytes
+from gate.io.golden import lines_and_utf8 as _lines_and_utf8
+from gate.io.golden import python_lines_and_utf8 as _python_lines_and_utf8
 from gate.io.jsonparse import ROW_FAST_DEPTH, depth, fast_as
 from gate.targets import Beside, ShapeError, Target, output_from
 from gate.targets.shapes import read_output
@@ -96,7 +99,6 @@ def _read(path: Path, lineno: int, line: str, shape: type[_Line]) -> Any:
     return parse_line(path, lineno, line) if fast is None else fast
 
 
-_BOM = b"\xef\xbb\xbf"
 _WHOLE: dict[type, Callable[[bytes], list[Any]]] = {}  # one decoder per shape
 
 
@@ -123,45 +125,9 @@ def _whole_file(raw: bytes | mmap.mmap, shape: type[_Line], scanned: tuple[int |
     return rows
 
 
-def _python_lines_and_utf8(raw: bytes) -> tuple[int | None, bool]:
-    return _python_one_value_a_line(raw), _utf8(raw)
-
-
-try:  # the same two answers from one pass in C, where gate.core._native is built
-    from gate.core._native import one_value_a_line as _lines_and_utf8
-except ImportError:
-    _lines_and_utf8 = _python_lines_and_utf8
-
-
-def _python_one_value_a_line(raw: bytes) -> int | None:
-    """How many lines ``raw`` holds when each newline (LF, or CRLF throughout: line by line, a lone CR ends a line
-    too) stands between ``}`` and ``{`` or ends the file; None otherwise."""
-    crlf = b"\r" in raw
-    find, at, lines = raw.find, raw.find(b"\n"), 0
-    while at >= 0:
-        close = at - 2 if crlf else at - 1
-        if close < 0 or raw[close] != 125 or (crlf and raw[at - 1] != 13) or raw[at + 1: at + 2] not in (b"{", b""):
-            return None
-        lines += 1
-        at = find(b"\n", at + 1)
-    if crlf and raw.count(b"\r") != lines:  # a CR that does not end a line
-        return None
-    return lines + 1 if raw and raw[-1] != 10 else lines
-
-
 def _deep(value: Any) -> bool:
     """``fast_as``'s rule for an open field: nested too deep for the fast path (the line is one level more)."""
     return isinstance(value, (dict, list)) and depth(value, ROW_FAST_DEPTH) >= ROW_FAST_DEPTH
-
-
-def _utf8(raw: bytes) -> bool:
-    if raw.isascii():
-        return True
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 Read = tuple["bytes | mmap.mmap", "tuple[int | None, bool] | None", Any]

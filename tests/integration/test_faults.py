@@ -301,6 +301,30 @@ def test_stale_temporaries_of_a_killed_writer_are_removed(tmp_path):
     assert (tmp_path / "report.json").read_text() == "{}\n"
 
 
+def test_a_temporary_is_a_new_private_file_of_its_own_name_and_a_planted_link_is_not_followed(tmp_path, monkeypatch):
+    from gate.io import files
+
+    prefix = f".report.json.{os.getpid()}."
+    made = [files._new_temporary(tmp_path, prefix) for _ in range(50)]
+    for fd, _ in made:
+        os.close(fd)
+    paths = [Path(p) for _, p in made]
+    assert len(set(paths)) == 50 and all(p.parent == tmp_path and p.name.startswith(prefix) and p.suffix == ".tmp" for p in paths)
+    assert all(p.stat().st_mode & 0o777 == 0o600 and p.stat().st_size == 0 for p in paths)
+    # the name a writer would take is already a link to a file elsewhere: that name is passed over, the file untouched
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("keep", encoding="utf-8")
+    planted = tmp_path / f"{prefix}{'ab' * 6}.tmp"
+    planted.symlink_to(outside)
+    draws = iter([bytes.fromhex("ab" * 6), bytes.fromhex("cd" * 6)])
+    monkeypatch.setattr(files.os, "urandom", lambda n: next(draws))
+    fd, path = files._new_temporary(tmp_path, prefix)
+    os.write(fd, b"new")
+    os.close(fd)
+    assert Path(path).name == f"{prefix}{'cd' * 6}.tmp" and outside.read_text(encoding="utf-8") == "keep"
+    assert planted.is_symlink() and Path(path).read_bytes() == b"new"
+
+
 def test_a_kill_during_the_write_never_leaves_a_half_written_report(tmp_path):
     """kill -9 while report.json is being written: the file is the old one or the new one, never cut."""
     project(tmp_path, RESULTS_SPEC, results=[ok_line(i) for i in range(4)])

@@ -19,3 +19,30 @@ def test_every_command_reads_rag_eval_yml_by_default_even_after_show_was_parsed(
     assert parser.parse_args(["show", "q1", "--report", "r.json"]).config is None
     assert parser.parse_args(argv).config == "rag-eval.yml"
     assert parser.parse_args([*argv, "--config", "other.yml"]).config == "other.yml"
+
+
+RUN_LINES = [["run"], ["run", "--config", "x.yml", "--report", "-", "--junit", "j.xml", "-q", "--shard", "1/2"],
+             ["run", "--no-cache", "--corpus", "c.jsonl", "--html", "r.html", "--no-progress"], ["merge", "a.json", "b", "--quiet"],
+             ["run", "--bogus"], ["run", "--shard"], ["merge"], ["run", "extra"]]
+
+
+def _outcome(parser, argv: list[str], capsys) -> tuple[object, str, str]:
+    try:
+        got: object = vars(parser.parse_args(argv))
+    except SystemExit as exc:
+        got = ("exit", exc.code)
+    out, err = capsys.readouterr()
+    return got, out, err
+
+
+@pytest.mark.parametrize("argv", [*RUN_LINES, ["run", "--help"], ["merge", "-h"]], ids=" ".join)
+def test_the_parser_of_a_run_alone_reads_a_run_as_the_whole_parser_does(argv: list[str], capsys) -> None:
+    whole, alone = _outcome(build_parser(), argv, capsys), _outcome(build_parser(argv[0]), argv, capsys)
+    assert alone == whole  # the same values, the same help and the same errors, word for word
+    assert whole[1] or whole[2] or whole[0]["command"] == argv[0]
+
+
+def test_any_other_first_word_builds_every_command(capsys) -> None:
+    for first in (None, "validate", "--help", "ru", "-q"):
+        assert {"run", "merge", "validate", "golden", "watch"} <= set(build_parser(first)._subparsers._group_actions[0].choices)
+    assert set(build_parser("run")._subparsers._group_actions[0].choices) == {"run", "merge"}

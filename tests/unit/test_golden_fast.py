@@ -131,6 +131,33 @@ def test_bad_json_blank_lines_crlf_bom_and_a_last_line_without_newline(tmp_path:
     assert loaded(path) == [(None, InputError("the golden set is empty", file=str(path)).message)]
 
 
+USUAL = [line for line in LINES if not any(f'"{k}"' in line for k in ("metadata", "relevant_texts", "checks", "question_type"))]
+
+
+def test_a_file_of_usual_lines_is_decoded_in_one_call_to_the_cases_of_the_general_path(tmp_path: Path) -> None:
+    from gate.io import golden
+
+    assert len(USUAL) >= 9
+    taken = {"\n".join(USUAL) + "\n": True, "\n".join(USUAL): True, "\r\n".join(USUAL) + "\r\n": True,
+             "\r\n".join(USUAL[:3]) + "\n" + "\n".join(USUAL[3:]): False,  # CRLF not throughout
+             "\n".join(USUAL) + "\n\n": False, "\n".join(USUAL[:2]) + "\n \n" + "\n".join(USUAL[2:]): False,
+             "\ufeff" + "\n".join(USUAL): False, " " + "\n".join(USUAL): True,  # JSON space before the first line
+             "\n".join(USUAL) + " \n": False,
+             "\n".join(USUAL + [BAD[0]]): False, "\n".join(USUAL + [USUAL[0]]): True,  # a duplicate id: load_golden_set says it
+             "\n".join([*USUAL, LINES[8]]): False, "\n".join([USUAL[0], BAD[-1]]): False}
+    for text, whole in taken.items():
+        path = write(tmp_path, text)
+        assert (golden._whole_file(path) is not None) is whole, text
+        got = loaded(path)
+        assert got == reference(path), text
+        if whole and text.count('"id": "a"') == 1:
+            assert [c.line for c in got] == list(range(1, len(USUAL) + 1))  # type: ignore[union-attr]
+    path = write(tmp_path, "")
+    assert golden._whole_file(path) == [] and loaded(path) == [(None, InputError("the golden set is empty", file=str(path)).message)]
+    path = write(tmp_path, ("\n".join(USUAL[:2]) + "\n").encode() + b'{"id": "q", "question": "\xff", "relevant_doc_ids": ["a"]}\n')
+    assert golden._whole_file(path) is None and loaded(path) == reference(path)
+
+
 def test_mutated_lines_agree(tmp_path: Path) -> None:
     rng = random.Random(5)
     for _ in range(300):
@@ -209,3 +236,20 @@ def test_the_stale_label_shortcut_agrees_with_the_whole_count(level: str) -> Non
         outcomes.add(got is None)
     assert outcomes == {True, False}  # both answers were seen
 
+
+
+def test_the_fingerprint_made_while_the_results_file_is_read_is_the_reports(tmp_path: Path) -> None:
+    from gate.run.flow import run
+    from gate.run.load import load
+    from gate.run.options import RunOptions
+
+    write(tmp_path, "\n".join(USUAL) + "\n")
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps({"id": c.id, "retrieved": [{"id": "d1", "score": 0.5}]}) + "\n"
+                                                    for c in load_golden_set(tmp_path / "golden_set.jsonl")), encoding="utf-8")
+    config = tmp_path / "rag-eval.yml"
+    config.write_text("version: 1\ngolden_set: golden_set.jsonl\ntarget:\n  results: results.jsonl\n"
+                      "stages:\n  retrieval:\n    metrics: [mrr]\n", encoding="utf-8")
+    loaded = load(str(config), RunOptions())
+    assert loaded.results_read is not None and loaded.fingerprint == fingerprint(loaded.cases)
+    report = run(str(config))
+    assert report["fingerprints"]["golden_set"] == fingerprint(load_golden_set(tmp_path / "golden_set.jsonl"))

@@ -11,7 +11,9 @@ import sysconfig
 import pytest
 
 from gate.core.catalog import parse_metric
+from gate.core.digest import digest_text
 from gate.core.retrieval_onepass import case_scorer
+from gate.io import golden as golden_module
 from gate.targets import results as results_module
 from tests.unit.test_metrics_onepass import METRICS, random_case
 
@@ -116,7 +118,7 @@ def test_the_line_count_and_utf8_check_are_the_python_ones():
     for _ in range(5000):
         raw = _random_file(rng)
         lines, utf8 = native.one_value_a_line(raw)
-        assert lines == results_module._python_one_value_a_line(raw), raw
+        assert lines == golden_module.python_one_value_a_line(raw), raw
         assert utf8 is _utf8(raw), raw
         seen.add((lines is None, utf8))
     assert seen == {(True, True), (True, False), (False, True), (False, False)}
@@ -185,6 +187,18 @@ def test_the_notes_loops_are_the_python_ones():
     assert near_total > 100 and unsorted_total > 100  # the data reached both
 
 
+def test_near_ids_pass_over_clean_ids_only_where_nothing_can_fold_alike():
+    from gate.run import notes
+    tried = [({"d1": 1, "d2": 1}, ["d3", "D1", "d2"], [("q", "D1", "d1")]),  # a capital retrieved, clean relevant ids
+             ({" d1 ": 1}, ["d1"], [("q", "d1", " d1 ")]),                 # a clean id retrieved, a relevant id with spaces
+             ({"Doc": 1, "doc": 1}, ["doc", "DOC"], [("q", "DOC", "Doc")]),  # Doc missed: DOC folds as it
+             ({"d1": 1}, ["d2", "d3", ""], []),                              # clean on both sides: nothing near
+             ({"d\u0130": 1}, ["d\u0069\u0307"], notes.near_ids([_case("q", {"d\u0130": 1})], {"q": _out(["d\u0069\u0307"])}))]
+    for relevant, ids, want in tried:
+        cases, outputs = [_case("q", relevant)], {"q": _out(ids)}
+        assert native.near_ids(cases, outputs) == notes.near_ids(cases, outputs) == want
+
+
 def test_a_missing_output_is_the_python_error():
     with pytest.raises(KeyError):
         native.unsorted_scores([_case("q", {"a": 1})], {})
@@ -213,7 +227,7 @@ PIECES = ["plain", 'a "quote"', "back\\slash", "tab\there", "new\nline", "\x00\x
           "\x7f", "\u2028", "", " "]
 
 
-def test_the_fingerprint_text_is_the_python_one():
+def test_the_fingerprint_bytes_are_the_python_text_in_utf8():
     from gate.core import cases as cases_module
     from gate.core.answers import AnswerChecks
     from gate.core.model import GoldenCase
@@ -232,9 +246,26 @@ def test_the_fingerprint_text_is_the_python_one():
             paraphrases=("again",) if 0.12 <= optional < 0.15 else ()))
     ordered = sorted(golden, key=lambda c: c.id)
     want = "".join([cases_module._row(c) + "\n" for c in ordered])
-    assert native.fingerprint_text(ordered, cases_module._STRING, cases_module._row) == want
-    assert native.fingerprint_text([], cases_module._STRING, cases_module._row) == ""
-    assert cases_module.fingerprint(golden) == cases_module.digest_text(want)
+    assert native.fingerprint_utf8(ordered, cases_module._STRING, cases_module._row) == want.encode("utf-8")
+    assert native.fingerprint_utf8([], cases_module._STRING, cases_module._row) == b""
+    assert cases_module.fingerprint(golden) == digest_text(want)
+    big = [GoldenCase(id="q", question="x" * 200_000, line=1, relevant={"d": 2**70, "c": True})]  # past the first buffer
+    assert native.fingerprint_utf8(big, cases_module._STRING, cases_module._row) == cases_module._row(big[0]).encode() + b"\n"
+
+
+def test_the_fingerprint_bytes_fail_as_the_python_text_does():
+    from gate.core import cases as cases_module
+    from gate.core.model import GoldenCase
+    lone = GoldenCase(id="q", question="half \ud800 of a pair", line=1, relevant={"d": 1})
+    with pytest.raises(UnicodeEncodeError):
+        (cases_module._row(lone) + "\n").encode("utf-8")
+    with pytest.raises(UnicodeEncodeError):
+        native.fingerprint_utf8([lone], cases_module._STRING, cases_module._row)
+    graded = GoldenCase(id="q", question="?", line=1, relevant={"d": "high"})  # type: ignore[dict-item]
+    with pytest.raises(TypeError):
+        cases_module._row(graded)
+    with pytest.raises(TypeError):
+        native.fingerprint_utf8([graded], cases_module._STRING, cases_module._row)
 
 
 def test_the_stage_loop_is_the_python_one(monkeypatch):

@@ -366,10 +366,10 @@ def test_the_fast_paths_tokenise_exactly_as_the_per_character_rules() -> None:
 
     def squad(text: str) -> list[str]:
         text = "".join(ch for ch in unicodedata.normalize("NFKC", text).lower() if not t._is_punctuation(ch))
-        return t._ARTICLES.sub(" ", t._CJK.sub(r" \1 ", text)).split()
+        return t._ARTICLES.sub(" ", t._cjk().sub(r" \1 ", text)).split()
 
     def rouge(text: str) -> list[str]:
-        text = t._CJK.sub(r" \1 ", unicodedata.normalize("NFKC", text).lower())
+        text = t._cjk().sub(r" \1 ", unicodedata.normalize("NFKC", text).lower())
         return "".join(ch if t._is_word_char(ch) else " " for ch in text).split()
 
     rng = random.Random(20261201)
