@@ -6,12 +6,6 @@ import argparse
 from typing import Any
 
 from gate import __version__
-from gate.cli.calibrate import add_parsers as add_calibration_parsers
-from gate.cli.dashboard import add_parser as add_dashboard_parser
-from gate.cli.gitlab import add_parser as add_gitlab_parser
-from gate.cli.golden import add_parser as add_golden_add_parser
-from gate.cli.goldenio import add_parsers as add_golden_io_parsers
-from gate.cli.watch import add_parser as add_watch_parser
 
 Commands = Any  # argparse's sub-parsers action (its class is private)
 
@@ -28,6 +22,11 @@ def build_parser(first: str | None = None) -> argparse.ArgumentParser:
     _run_and_merge(sub, spec)
     if first in ("run", "merge"):
         return p
+    from gate.cli.calibrate import add_parsers as add_calibration_parsers  # (not imported for a run: see ``first``)
+    from gate.cli.dashboard import add_parser as add_dashboard_parser
+    from gate.cli.gitlab import add_parser as add_gitlab_parser
+    from gate.cli.watch import add_parser as add_watch_parser
+
     _validate_baseline_history(sub, spec)
     _plan_and_show(sub, spec)
     _golden_and_cache(sub, spec)
@@ -99,6 +98,9 @@ def _plan_and_show(sub: Commands, spec: argparse.ArgumentParser) -> None:
 
 
 def _golden_and_cache(sub: Commands, spec: argparse.ArgumentParser) -> None:
+    from gate.cli.golden import add_parser as add_golden_add_parser
+    from gate.cli.goldenio import add_parsers as add_golden_io_parsers
+
     golden = sub.add_parser("golden", help="the golden set")
     golden_sub = golden.add_subparsers(dest="action", required=True, metavar="ACTION")
     gc = golden_sub.add_parser("check", parents=[spec], help="find duplicates, unknown ids, a lopsided mix, stale cases")

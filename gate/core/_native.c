@@ -1304,24 +1304,20 @@ static PyObject *not_finite(PyObject *self, PyObject *x) {
     return PyBool_FromLong(got);
 }
 
-/* build(cls, slots, values): a new cls whose slots (their member descriptors, in order) hold values, without calling
- * __init__: for a frozen slotted dataclass built from values already checked (gate.io.golden's usual rows). */
-static PyObject *build(PyObject *self, PyObject *args) {
-    PyTypeObject *cls;
-    PyObject *slots, *values, *obj;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &cls, &PyTuple_Type, &slots, &PyTuple_Type, &values))
-        return NULL;
-    if (PyTuple_GET_SIZE(slots) != PyTuple_GET_SIZE(values)) {
+/* A new cls whose slots (their member descriptors, in order) hold the n values, without calling __init__ (NULL: error).
+ * Also gate.core._native's part two (_ranked.c) builds with it. */
+PyObject *build_slots(PyTypeObject *cls, PyObject *slots, PyObject *const *values, Py_ssize_t n) {
+    PyObject *obj;
+    if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) != n) {
         PyErr_SetString(PyExc_ValueError, "as many values as slots");
         return NULL;
     }
     if ((obj = cls->tp_alloc(cls, 0)) == NULL)
         return NULL;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(slots); i++) {
+    for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *d = PyTuple_GET_ITEM(slots, i);
         descrsetfunc set = Py_TYPE(d)->tp_descr_set;
-        if (set == NULL || set(d, obj, PyTuple_GET_ITEM(values, i)) < 0) {
+        if (set == NULL || set(d, obj, values[i]) < 0) {
             if (set == NULL)
                 PyErr_SetString(PyExc_TypeError, "not a slot's descriptor");
             Py_DECREF(obj);
@@ -1329,6 +1325,17 @@ static PyObject *build(PyObject *self, PyObject *args) {
         }
     }
     return obj;
+}
+
+/* build(cls, slots, values): a new cls whose slots (their member descriptors, in order) hold values, without calling
+ * __init__: for a frozen slotted dataclass built from values already checked (gate.io.golden's usual rows). */
+static PyObject *build(PyObject *self, PyObject *args) {
+    PyTypeObject *cls;
+    PyObject *slots, *values;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &cls, &PyTuple_Type, &slots, &PyTuple_Type, &values))
+        return NULL;
+    return build_slots(cls, slots, &PyTuple_GET_ITEM(values, 0), PyTuple_GET_SIZE(values));
 }
 
 /* retrieved_ids(retrieved): [d.id for d in retrieved]. */
@@ -1339,6 +1346,7 @@ static PyObject *retrieved_ids(PyObject *self, PyObject *retrieved) {
 
 PyObject *scan_ranked(PyObject *self, PyObject *arg);   /* _ranked.c */
 PyObject *build_ranked(PyObject *self, PyObject *args);
+PyObject *ranked_outputs(PyObject *self, PyObject *args);
 
 static PyMethodDef methods[] = {
     {"score_case", (PyCFunction)(void (*)(void))score_case, METH_FASTCALL,
@@ -1355,6 +1363,8 @@ static PyMethodDef methods[] = {
     {"retrieved_ids", retrieved_ids, METH_O, "retrieved_ids(retrieved) -> [d.id for d in retrieved]."},
     {"scan_ranked", scan_ranked, METH_O, "scan_ranked(raw) -> a results file of ranked ids read (a capsule), or None."},
     {"build_ranked", build_ranked, METH_VARARGS, "build_ranked(scanned, line_cls, passage_cls, decode) -> rows, or None."},
+    {"ranked_outputs", ranked_outputs, METH_VARARGS,
+     "ranked_outputs(scanned, passage_cls, decode, known, out_cls, out_slots, rest, max_latency) -> {case id: output}, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,9 @@
  * double (a decimal of at most 15 digits and a power of ten up to 22 by one rounded operation, exact; any other by
  * PyOS_string_to_double, correctly rounded as msgspec's is), strings with an escape decoded by ``decode`` (msgspec);
  * None if a value then proves out of range. Equal ids share one str. tests/unit/test_ranked_scan.py holds the two to it.
+ *
+ * ranked_outputs(...) makes, from the same scan, the outputs read_results would make of those rows when every line
+ * is of the plain kind (an id of a golden case, once, a latency in range), straight into their slots; None otherwise.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -710,4 +713,97 @@ PyObject *build_ranked(PyObject *self, PyObject *args) {
         Py_RETURN_NONE;
     }
     return rows;
+}
+
+PyObject *build_slots(PyTypeObject *cls, PyObject *slots, PyObject *const *values, Py_ssize_t n); /* _native.c */
+
+/* One line's output, added to outputs: 1 added, 0 the line is not of the kind taken (no id, an id not in known, a
+ * second line of a case, a latency out of range), -1 on error. */
+static int output_of(Build *bd, const Line *line, PyObject **ctx, double max_latency, PyObject *outputs) {
+    PyObject *passage_cls = ctx[0], *known = ctx[1], *out_cls = ctx[2], *out_slots = ctx[3], *rest = ctx[4];
+    PyObject *cid = NULL, *values[16] = {NULL}, *out = NULL;
+    Py_ssize_t nrest = PyTuple_GET_SIZE(rest), n = 5 + nrest;
+    int rc = -1, in;
+    if (line->id.kind == S_NONE) /* matched by its question: read_results' own loop */
+        return 0;
+    if (n > 16 || PyTuple_GET_SIZE(out_slots) != n) { /* TypeError: not taken for a string msgspec refused */
+        PyErr_SetString(PyExc_TypeError, "out_slots must hold the five fields given and the rest, at most 16");
+        return -1;
+    }
+    if ((cid = text_of(bd, &line->id)) == NULL || (in = PySet_Contains(known, cid)) < 0)
+        goto done;
+    if (!in || (in = PyDict_Contains(outputs, cid)) != 0) { /* not a golden case's, or a second line: said there */
+        rc = in < 0 ? -1 : 0;
+        goto done;
+    }
+    if ((values[4] = number_of(bd, &line->latency, 0)) == NULL)
+        goto done;
+    if (bd->out_of_range || (values[4] != Py_None && !(PyFloat_Check(values[4]) ? PyFloat_AS_DOUBLE(values[4]) >= 0
+                                                         && PyFloat_AS_DOUBLE(values[4]) <= max_latency
+                                                       : line->latency.i >= 0 && (double)line->latency.i <= max_latency))) {
+        rc = 0;
+        goto done;
+    }
+    Py_INCREF(cid);
+    values[0] = cid;
+    if ((values[1] = passage_list(bd, line, passage_cls)) == NULL || bd->out_of_range
+        || (values[2] = text_of(bd, &line->answer)) == NULL || (values[3] = PyList_New(0)) == NULL) {
+        rc = bd->out_of_range && !PyErr_Occurred() ? 0 : -1;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nrest; i++) {
+        values[5 + i] = PyTuple_GET_ITEM(rest, i);
+        Py_INCREF(values[5 + i]);
+    }
+    if ((out = build_slots((PyTypeObject *)out_cls, out_slots, values, n)) != NULL)
+        rc = PyDict_SetItem(outputs, cid, out) < 0 ? -1 : 1;
+done:
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_XDECREF(values[i]);
+    Py_XDECREF(cid);
+    Py_XDECREF(out);
+    return rc;
+}
+
+/* ranked_outputs(scanned, passage_cls, decode, known, out_cls, out_slots, rest, max_latency): what
+ * gate.targets.results.read_results gives for a scanned file whose every line names (by id) a case of known, once,
+ * with a latency_ms that is None or from 0 to max_latency: {case id: out_cls(id, [passage_cls(id, score)...], answer,
+ * [], latency_ms, *rest)} in the file's order, each built into its slots (out_slots: the member descriptors in field
+ * order). None for any other file (read_results' own loop then reads it and says what is wrong with it). */
+PyObject *ranked_outputs(PyObject *self, PyObject *args) {
+    PyObject *capsule, *ctx[5], *decode, *outputs;
+    double max_latency;
+    Build bd;
+    int rc = 1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO!O!O!O!d", &capsule, &ctx[0], &decode, &PySet_Type, &ctx[1], &PyType_Type, &ctx[2],
+                          &PyTuple_Type, &ctx[3], &PyTuple_Type, &ctx[4], &max_latency))
+        return NULL;
+    memset(&bd, 0, sizeof bd);
+    if ((bd.s = PyCapsule_GetPointer(capsule, "gate.core._native.Scan")) == NULL)
+        return NULL;
+    bd.decode = decode;
+    if ((bd.strs = PyMem_Calloc(bd.s->nids + 1, sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    if ((outputs = PyDict_New()) != NULL)
+        for (Py_ssize_t i = 0; i < bd.s->nlines && rc == 1; i++)
+            rc = output_of(&bd, &bd.s->lines[i], ctx, max_latency, outputs);
+    for (size_t j = 0; j < bd.s->nids; j++)
+        Py_XDECREF(bd.strs[j]);
+    PyMem_Free(bd.strs);
+    if (outputs == NULL)
+        return NULL;
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_ValueError)) { /* msgspec refused an escaped string (as build_ranked) */
+        PyErr_Clear();
+        rc = 0;
+    }
+    if (rc < 0) {
+        Py_DECREF(outputs);
+        return NULL;
+    }
+    if (rc == 0) {
+        Py_DECREF(outputs);
+        Py_RETURN_NONE;
+    }
+    return outputs;
 }

@@ -13,11 +13,7 @@ from typing import cast
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.redact import Redactor
 from gate.core.report import Report, StoredRun
-from gate.run.context import run_facts
-from gate.run.evaluate import evaluate
 from gate.run.load import Loaded, load
-from gate.run.measure import measure
-from gate.run.notes import deadline_note
 from gate.run.options import RunOptions
 
 
@@ -61,6 +57,12 @@ def run_viewed(config: str, options: RunOptions | None = None) -> Viewed:
     options = options or RunOptions()
     with gc_paused():  # millions of small, acyclic JSON objects: the cyclic GC would only rescan them
         loaded = load(config, options)
+        # what runs after the load is imported now, while a thread may still read the results file (gate.run.load)
+        from gate.run.context import run_facts
+        from gate.run.evaluate import evaluate
+        from gate.run.measure import measure
+        from gate.run.notes import deadline_note
+
         measured = measure(loaded, options)
         note = deadline_note(loaded.deadline, measured.outputs, measured.judged)
         facts = run_facts(loaded, options, measured, time.perf_counter() - started, note)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmap
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
@@ -135,9 +135,23 @@ Read = tuple["bytes | mmap.mmap", "tuple[int | None, bool] | None", Any]
 gate.core._native's scan of its ranked ids (None: not scanned, or not of the plain shape it takes)."""
 
 try:  # a results file of ranked ids read in C where gate.core._native is built (msgspec decodes any other)
-    from gate.core._native import build_ranked, scan_ranked
+    from gate.core._native import build_ranked, ranked_outputs, scan_ranked
 except ImportError:
-    build_ranked = scan_ranked = None
+    build_ranked = ranked_outputs = scan_ranked = None
+
+
+def _output_slots() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """TargetOutput's slots (their member descriptors, in field order) and the defaults of the fields after the five a
+    results line gives (case_id, retrieved, answer, contexts, latency_ms): what ranked_outputs builds an output of."""
+    given = ("case_id", "retrieved", "answer", "contexts", "latency_ms")
+    names = [f.name for f in fields(TargetOutput)]
+    assert tuple(names[:5]) == given, "TargetOutput's first fields are no longer a results line's"
+    rest = fields(TargetOutput)[5:]
+    assert all(f.default_factory is MISSING for f in rest), "a field after latency_ms made by a factory: build it per output"
+    return tuple(getattr(TargetOutput, n) for n in names), tuple(f.default for f in rest)
+
+
+_OUTPUT_SLOTS, _OUTPUT_REST = _output_slots()
 
 _DECODE_STR = msgspec.json.Decoder(str).decode  # a string with an escape, in a line gate.core._native reads
 
@@ -213,12 +227,20 @@ def read_results(path: Path, cases: Sequence[GoldenCase], texts: bool = True, id
     the passages' texts (nor the contexts made of them), which are then not kept. ``id_key``: every document's id is
     its ``metadata[id_key]`` (target.results.id_key; the lines are then read as the frameworks' forms, not decoded
     into the usual shape). ``read``: the file as ``prefetch`` read it. InputError (InputErrors) naming every bad line."""
-    by_question = {c.question: c.id for c in cases}
     known = {c.id for c in cases}
     results = Results(path, id_key=id_key)
+    shape = None if id_key is not None else _Line if texts else _LineOfIds
+    if shape is _LineOfIds and read is not None and ranked_outputs is not None:
+        got = read()
+        if got[2] is not None:  # scanned in C: the outputs made there when every line is a plain one
+            outputs = ranked_outputs(got[2], _RankedId, _DECODE_STR, known, TargetOutput, _OUTPUT_SLOTS, _OUTPUT_REST, MAX_LATENCY_MS)
+            if outputs is not None:
+                results.outputs = outputs
+                return results
+        read = lambda: got  # noqa: E731  (read once: the loop below takes the same)
+    by_question = {c.question: c.id for c in cases}
     errors: list[InputError] = []
     seen: dict[str, int] = {}
-    shape = None if id_key is not None else _Line if texts else _LineOfIds
     for lineno, row in _rows(path, shape, read):
         readable = isinstance(row, (dict, _Line))
         case_id = row.get("id") if readable else None

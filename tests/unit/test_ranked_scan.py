@@ -200,3 +200,63 @@ def test_a_run_reads_the_scan_when_its_stages_read_no_texts(tmp_path: Path, monk
     monkeypatch.setattr(results_module, "build_ranked", lambda *a: None)
     slow = read_results(path, cases, texts=False, read=prefetch(path, ranked=True))
     assert fast.outputs == slow.outputs and fast.unmatched == slow.unmatched
+
+
+def _outcome(path: Path, cases: list[GoldenCase]) -> object:
+    try:
+        r = read_results(path, cases, texts=False, read=prefetch(path, ranked=True))
+    except Exception as exc:  # InputError(s): what the loop says of the file, compared word for word
+        return type(exc).__name__, str(exc)
+    return ([(k, repr(v), [struct.pack("<d", d.score) for d in v.retrieved if d.score is not None]) for k, v in r.outputs.items()],
+            r.unmatched, r.near, r.noise)
+
+
+def test_the_outputs_made_in_c_are_read_results_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Where every line is a plain one (an id of a golden case, once, a latency in range), the outputs come straight from
+    the scan (ranked_outputs); any other file is read by read_results' loop: the two agree on every file."""
+    rng = random.Random(21)
+    cases = [GoldenCase(id=f"q{i}", question=f"question {i}", line=i + 1, relevant={"doc1": 1}) for i in range(12)]
+    made, real = [0], native.ranked_outputs
+
+    def counted(*args):
+        got = real(*args)
+        made[0] += got is not None
+        return got
+
+    path = tmp_path / "results.jsonl"
+    for _ in range(400):
+        rows = []
+        for i in rng.sample(range(12), rng.randint(0, 12)):
+            row = line(rng, i)
+            if rng.random() < 0.85:  # mostly plain lines, now and then an odd one
+                row["id"] = f"q{i}"
+                row["latency_ms"] = rng.choice([5, 7.25, None, 0, -0.0, 1e9])
+            elif rng.random() < 0.5:
+                row["id"] = rng.choice([f"q{(i + 1) % 12}", "Q1 ", "nope", None])  # a second line, a near miss, none
+                row["question"] = rng.choice(["question 3", "what is a loan?"])
+            else:
+                row["latency_ms"] = rng.choice([-1, 10**12, 1e9 + 1, 2**70])
+            rows.append(dumps(rng, row))
+        path.write_text("\n".join(rows) + rng.choice(["\n", ""]), encoding="utf-8")
+        monkeypatch.setattr(results_module, "ranked_outputs", counted)
+        fast = _outcome(path, cases)
+        monkeypatch.setattr(results_module, "ranked_outputs", None)
+        loop = _outcome(path, cases)
+        assert fast == loop, path.read_text(encoding="utf-8")[:400]
+    assert 100 < made[0] < 400  # both kinds of file were met
+    monkeypatch.setattr(results_module, "ranked_outputs", real)
+    out = read_results(path, cases, texts=False, read=prefetch(path, ranked=True)).outputs
+    assert all(type(o.contexts) is list and o.contexts == [] and o.error is None for o in out.values())
+    assert len({id(o.contexts) for o in out.values()}) == len(out)  # a list of its own each
+
+
+def test_ranked_outputs_refuses_a_shape_it_cannot_build():
+    scan = native.scan_ranked(b'{"id": "q1", "retrieved": [{"id": "d", "score": 1}]}\n')
+    from gate.core.model import TargetOutput
+    with pytest.raises(TypeError):
+        native.ranked_outputs(scan, _RankedId, _DECODE_STR, {"q1"}, TargetOutput, (), (), 1e9)  # no slots to build into
+    got = native.ranked_outputs(scan, _RankedId, _DECODE_STR, {"q1"}, TargetOutput, results_module._OUTPUT_SLOTS,
+                                results_module._OUTPUT_REST, 1e9)
+    assert got == {"q1": TargetOutput("q1", [_RankedId("d", 1.0)], None, [], None)}
+    assert native.ranked_outputs(scan, _RankedId, _DECODE_STR, set(), TargetOutput, results_module._OUTPUT_SLOTS,
+                                 results_module._OUTPUT_REST, 1e9) is None  # a line of no golden case: the loop says it
