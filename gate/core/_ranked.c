@@ -678,20 +678,35 @@ static PyObject *row_of(Build *bd, const Line *line, PyObject *line_cls, PyObjec
     return row;
 }
 
+/* A Build of the scan in capsule (-1 and an error: not a scan, or no memory); build_close frees what it made. */
+static int build_open(Build *bd, PyObject *capsule, PyObject *decode) {
+    memset(bd, 0, sizeof *bd);
+    if ((bd->s = PyCapsule_GetPointer(capsule, "gate.core._native.Scan")) == NULL)
+        return -1;
+    bd->decode = decode;
+    if ((bd->strs = PyMem_Calloc(bd->s->nids + 1, sizeof(PyObject *))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void build_close(Build *bd) {
+    for (size_t j = 0; j < bd->s->nids; j++)
+        Py_XDECREF(bd->strs[j]);
+    PyMem_Free(bd->strs);
+}
+
 PyObject *build_ranked(PyObject *self, PyObject *args) {
     PyObject *capsule, *line_cls, *passage_cls, *decode, *rows;
     Build bd;
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOO", &capsule, &line_cls, &passage_cls, &decode))
         return NULL;
-    memset(&bd, 0, sizeof bd);
-    if ((bd.s = PyCapsule_GetPointer(capsule, "gate.core._native.Scan")) == NULL)
+    if (build_open(&bd, capsule, decode) < 0)
         return NULL;
-    bd.decode = decode;
-    if ((bd.strs = PyMem_Calloc(bd.s->nids + 1, sizeof(PyObject *))) == NULL)
-        return PyErr_NoMemory();
     if ((rows = PyList_New(bd.s->nlines)) == NULL) {
-        PyMem_Free(bd.strs);
+        build_close(&bd);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < bd.s->nlines; i++) {
@@ -703,9 +718,7 @@ PyObject *build_ranked(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(rows, i, row);
     }
-    for (size_t j = 0; j < bd.s->nids; j++)
-        Py_XDECREF(bd.strs[j]);
-    PyMem_Free(bd.strs);
+    build_close(&bd);
     if (rows == NULL && bd.out_of_range && !PyErr_Occurred())
         Py_RETURN_NONE;
     if (rows == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) { /* msgspec refused an escaped string */
@@ -779,18 +792,12 @@ PyObject *ranked_outputs(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOO!O!O!O!d", &capsule, &ctx[0], &decode, &PySet_Type, &ctx[1], &PyType_Type, &ctx[2],
                           &PyTuple_Type, &ctx[3], &PyTuple_Type, &ctx[4], &max_latency))
         return NULL;
-    memset(&bd, 0, sizeof bd);
-    if ((bd.s = PyCapsule_GetPointer(capsule, "gate.core._native.Scan")) == NULL)
+    if (build_open(&bd, capsule, decode) < 0)
         return NULL;
-    bd.decode = decode;
-    if ((bd.strs = PyMem_Calloc(bd.s->nids + 1, sizeof(PyObject *))) == NULL)
-        return PyErr_NoMemory();
     if ((outputs = PyDict_New()) != NULL)
         for (Py_ssize_t i = 0; i < bd.s->nlines && rc == 1; i++)
             rc = output_of(&bd, &bd.s->lines[i], ctx, max_latency, outputs);
-    for (size_t j = 0; j < bd.s->nids; j++)
-        Py_XDECREF(bd.strs[j]);
-    PyMem_Free(bd.strs);
+    build_close(&bd);
     if (outputs == NULL)
         return NULL;
     if (rc < 0 && PyErr_ExceptionMatches(PyExc_ValueError)) { /* msgspec refused an escaped string (as build_ranked) */
