@@ -91,9 +91,9 @@ with open(out, "w", encoding="utf-8") as f:
 PHASES = [
     ("gate.config.loader", "load_spec", "spec (YAML, schema, defaults)"),
     ("gate.io.golden", "load_golden_set", "golden set"),
+    ("gate.core.cases", "fingerprint", "golden-set fingerprint (while the results are scanned)"),
     ("gate.run.measure", "measure", "results file (the target's answers)"),
     ("gate.run.evaluate", "evaluate", "evaluate (all of the following)"),
-    ("gate.core.cases", "fingerprint", "  golden-set fingerprint"),
     ("gate.stages.retrieval", "retrieval_stage", "  metrics (retrieval stage)"),
     ("gate.stages.retrieval", "stale_labels", "  stale-label check"),
     ("gate.run.evaluate", "gate_stages", "  gates"),

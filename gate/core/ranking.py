@@ -140,7 +140,11 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     """q-th percentile (0-100) with linear interpolation between closest ranks (numpy's default)."""
     if not values:
         return None
-    data = sorted(values)
+    return _percentile_of_sorted(sorted(values), q)
+
+
+def _percentile_of_sorted(data: Sequence[float], q: float) -> float:
+    """``percentile`` of values already sorted (at least one)."""
     if len(data) == 1:
         return float(data[0])
     pos = (len(data) - 1) * q / 100.0
@@ -156,8 +160,9 @@ def health_metrics(latencies_ms: Sequence[float], calls: int, errors: int) -> di
         out["error_rate"] = errors / calls
     if latencies_ms:
         out["mean_latency_ms"] = _mean(latencies_ms)
+        ordered = sorted(latencies_ms)  # once for the three
         for q in (50, 95, 99):
-            out[f"p{q}_latency_ms"] = percentile(latencies_ms, q)  # type: ignore[assignment]
+            out[f"p{q}_latency_ms"] = _percentile_of_sorted(ordered, q)
     return out
 
 
