@@ -1338,6 +1338,144 @@ static PyObject *build(PyObject *self, PyObject *args) {
     return build_slots(cls, slots, &PyTuple_GET_ITEM(values, 0), PyTuple_GET_SIZE(values));
 }
 
+/* ---- a golden set's usual rows, decoded by msgspec in one call, made into their cases ---- */
+
+static PyObject *s_relevant_doc_ids, *s_category, *s_tags;
+
+/* Whether a str is empty or all whitespace (what ``not text.strip()`` says). */
+static int blank(PyObject *text) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i)))
+            return 0;
+    return 1;
+}
+
+/* A row's relevant ids as gate.io.golden._case_of reads them: a new dict (a list's ids graded 1; a dict itself, its
+ * grades from 1 to max_grade), Py_None (a new reference) when the row is not taken, NULL on error. */
+static PyObject *relevant_of(PyObject *rel, long long max_grade) {
+    if (rel == Py_None)
+        return PyDict_New();
+    if (PyList_CheckExact(rel)) {
+        PyObject *out = PyDict_New(), *one = PyLong_FromLong(1);
+        for (Py_ssize_t i = 0; out != NULL && one != NULL && i < PyList_GET_SIZE(rel); i++) {
+            PyObject *id = PyList_GET_ITEM(rel, i);
+            int empty = PyObject_Not(id);
+            if (empty != 0) { /* an empty id: not taken (or an error) */
+                Py_CLEAR(out);
+                Py_XDECREF(one);
+                if (empty < 0)
+                    return NULL;
+                Py_RETURN_NONE;
+            }
+            if (PyDict_SetItem(out, id, one) < 0)
+                Py_CLEAR(out);
+        }
+        Py_XDECREF(one);
+        return out;
+    }
+    if (PyDict_CheckExact(rel)) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(rel, &pos, &key, &value)) {
+            long long g;
+            int overflow;
+            if (!PyUnicode_Check(key) || PyUnicode_GET_LENGTH(key) == 0 || !PyLong_CheckExact(value))
+                Py_RETURN_NONE;
+            g = PyLong_AsLongLongAndOverflow(value, &overflow);
+            if (g == -1 && PyErr_Occurred())
+                return NULL;
+            if (overflow || g < 1 || g > max_grade)
+                Py_RETURN_NONE;
+        }
+        Py_INCREF(rel);
+        return rel;
+    }
+    Py_RETURN_NONE;
+}
+
+/* One row's case (a new reference), Py_None when not taken, NULL on error. */
+static PyObject *case_of(PyObject *row, Py_ssize_t lineno, PyObject **ctx, long long max_grade) {
+    PyObject *cls = ctx[0], *slots = ctx[1], *types = ctx[2], *derive = ctx[3], *factory = ctx[4], *tail = ctx[5];
+    PyObject *v[32] = {NULL}, *out = NULL, *tags = NULL;
+    Py_ssize_t ntail = PyTuple_GET_SIZE(tail), n = 8 + (factory != Py_None) + ntail;
+    int in;
+    if (n > 32 || PyTuple_GET_SIZE(slots) != n) {
+        PyErr_SetString(PyExc_TypeError, "slots must hold the usual fields and the rest, at most 32");
+        return NULL;
+    }
+    /* id, question, line, ground_truth, relevant, type, tags, category, then the rest */
+    if ((v[1] = attr(row, s_question)) == NULL || (v[0] = attr(row, s_id)) == NULL || (v[5] = attr(row, s_type)) == NULL
+        || (v[4] = attr(row, s_relevant_doc_ids)) == NULL || (v[3] = attr(row, s_ground_truth)) == NULL
+        || (v[7] = attr(row, s_category)) == NULL || (tags = attr(row, s_tags)) == NULL)
+        goto done;
+    if (!PyUnicode_Check(v[1]) || blank(v[1]) || !PyUnicode_Check(v[5]) || (in = PySequence_Contains(types, v[5])) == 0)
+        goto not_taken;
+    if (in < 0)
+        goto done;
+    if (v[0] == Py_None) {
+        Py_SETREF(v[0], PyObject_CallOneArg(derive, v[1]));
+        if (v[0] == NULL)
+            goto done;
+    } else if (!PyUnicode_Check(v[0]) || blank(v[0]))
+        goto not_taken;
+    Py_SETREF(v[4], relevant_of(v[4], max_grade));
+    if (v[4] == NULL)
+        goto done;
+    if (v[4] == Py_None)
+        goto not_taken;
+    if (PyDict_GET_SIZE(v[4]) == 0 && PyUnicode_CompareWithASCIIString(v[5], "answerable") == 0)
+        goto not_taken;
+    if ((v[2] = PyLong_FromSsize_t(lineno)) == NULL)
+        goto done;
+    if (tags != Py_None && !PyList_Check(tags))
+        goto not_taken;
+    v[6] = tags != Py_None && PyList_GET_SIZE(tags) ? PyList_AsTuple(tags) : PyTuple_New(0);
+    if (v[6] == NULL)
+        goto done;
+    if (factory != Py_None && (v[8] = PyObject_CallNoArgs(factory)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < ntail; i++) {
+        v[n - ntail + i] = PyTuple_GET_ITEM(tail, i);
+        Py_INCREF(v[n - ntail + i]);
+    }
+    out = build_slots((PyTypeObject *)cls, slots, v, n);
+    goto done;
+not_taken:
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_XDECREF(v[i]);
+    Py_XDECREF(tags);
+    return out;
+}
+
+/* cases_of_rows(rows, cls, slots, types, derive, factory, tail, max_grade): gate.io.golden._case_of of every row
+ * (row i is line i + 1), built into cls's slots (the usual fields, then factory() unless it is None, then tail);
+ * None as soon as a row is not taken (the file is then read line by line, which says why). */
+static PyObject *cases_of_rows(PyObject *self, PyObject *args) {
+    PyObject *rows, *ctx[6], *out;
+    long long max_grade;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOO!L", &PyList_Type, &rows, &PyType_Type, &ctx[0], &PyTuple_Type, &ctx[1], &ctx[2],
+                          &ctx[3], &ctx[4], &PyTuple_Type, &ctx[5], &max_grade))
+        return NULL;
+    if ((out = PyList_New(PyList_GET_SIZE(rows))) == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *c = case_of(PyList_GET_ITEM(rows, i), i + 1, ctx, max_grade);
+        if (c == NULL || c == Py_None) {
+            Py_DECREF(out);
+            return c;
+        }
+        PyList_SET_ITEM(out, i, c);
+    }
+    return out;
+}
+
 /* retrieved_ids(retrieved): [d.id for d in retrieved]. */
 static PyObject *retrieved_ids(PyObject *self, PyObject *retrieved) {
     (void)self;
@@ -1360,6 +1498,8 @@ static PyMethodDef methods[] = {
     {"score_cases", score_cases, METH_VARARGS, "score_cases(plan, names, cases, outputs, no_relevant, fallback)."},
     {"build", build, METH_VARARGS, "build(cls, slots, values) -> a new cls whose slots hold values (no __init__)."},
     {"not_finite", not_finite, METH_O, "not_finite(x) -> whether x holds a NaN or infinity; None: cannot tell."},
+    {"cases_of_rows", cases_of_rows, METH_VARARGS,
+     "cases_of_rows(rows, cls, slots, types, derive, factory, tail, max_grade) -> [case], or None."},
     {"retrieved_ids", retrieved_ids, METH_O, "retrieved_ids(retrieved) -> [d.id for d in retrieved]."},
     {"scan_ranked", scan_ranked, METH_O, "scan_ranked(raw) -> a results file of ranked ids read (a capsule), or None."},
     {"build_ranked", build_ranked, METH_VARARGS, "build_ranked(scanned, line_cls, passage_cls, decode) -> rows, or None."},
@@ -1373,10 +1513,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gate.core._native", 
 PyMODINIT_FUNC PyInit__native(void) {
     const char *names[] = {"id", "relevant", "error", "retrieved", "score", "get", "strip", "casefold", "relevant_texts",
                            "expected_keywords", "checks", "paraphrases", "question", "ground_truth", "type",
-                           "answerable", "metrics", "relevant_ranks"};
+                           "answerable", "metrics", "relevant_ranks", "relevant_doc_ids", "category", "tags"};
     PyObject **slots[] = {&s_id, &s_relevant, &s_error, &s_retrieved, &s_score, &s_get, &s_strip, &s_casefold,
                           &s_relevant_texts, &s_expected_keywords, &s_checks, &s_paraphrases, &s_question, &s_ground_truth,
-                          &s_type, &s_answerable, &s_metrics, &s_relevant_ranks};
+                          &s_type, &s_answerable, &s_metrics, &s_relevant_ranks, &s_relevant_doc_ids, &s_category, &s_tags};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return NULL;

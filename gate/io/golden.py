@@ -22,8 +22,9 @@ from gate.io.jsonparse import BadJSON, parse
 
 try:
     from gate.core._native import build as _build
+    from gate.core._native import cases_of_rows as _cases_of_rows
 except ImportError:
-    _build = None
+    _build = _cases_of_rows = None
 
 
 def open_regular(path: Path) -> TextIO:
@@ -243,6 +244,19 @@ def _rest_of_fields() -> Callable[[], tuple[Any, ...]]:
 _REST = _rest_of_fields()
 
 
+def _rest_parts() -> tuple[Callable[[], Any] | None, tuple[Any, ...]]:
+    """The fields after the usual ones as cases_of_rows takes them: (the first one's factory, or None when it has
+    none, the plain defaults of the others); any other layout raises (cases_of_rows would build it wrong)."""
+    rest = _FIELDS[len(_USUAL):]
+    first = rest[0].default_factory if rest and rest[0].default_factory is not MISSING else None
+    tail = rest[1:] if first is not None else rest
+    assert all(f.default_factory is MISSING for f in tail), "a field made by a factory after the first of the rest"
+    return first, tuple(f.default for f in tail)  # type: ignore[return-value]
+
+
+_REST_PARTS = _rest_parts()
+
+
 Usual = tuple[str, str, int, "str | None", dict[str, int], str, tuple[str, ...], "str | None"]  # the values of _USUAL
 
 
@@ -282,6 +296,8 @@ def _whole_file(path: Path) -> list[GoldenCase] | None:
         return None
     if len(rows) != lines:
         return None
+    if _cases_of_rows is not None:  # _case_of of every row, in C
+        return _cases_of_rows(rows, GoldenCase, _SLOTS, CASE_TYPES, derive_id, *_REST_PARTS, MAX_GRADE)
     cases = []
     for lineno, row in enumerate(rows, 1):
         case = _case_of(row, lineno)

@@ -253,3 +253,44 @@ def test_the_fingerprint_made_while_the_results_file_is_read_is_the_reports(tmp_
     assert loaded.results_read is not None and loaded.fingerprint == fingerprint(loaded.cases)
     report = run(str(config))
     assert report["fingerprints"]["golden_set"] == fingerprint(load_golden_set(tmp_path / "golden_set.jsonl"))
+
+
+def test_the_rows_made_into_cases_in_c_are_the_python_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gate.io import golden
+
+    if golden._cases_of_rows is None:
+        pytest.skip("gate.core._native is not built")
+    rng = random.Random(17)
+    spaces = ["", " ", "\u3000", "\x1c", "\t\n", "\u2028"]
+
+    def row(i: int) -> dict:
+        r: dict = {"question": rng.choice([f"Q{i}?", f"{rng.choice(spaces)}Q{i}{rng.choice(spaces)}", rng.choice(spaces)])}
+        if rng.random() < 0.8:
+            r["id"] = rng.choice([f"c{i}", f"c{i}", None, rng.choice(spaces), f" c{i} ", "ç"])
+        rel = rng.choice([None, [f"d{i}", f"d{i + 1}"], [f"d{i}", ""], [], {f"d{i}": rng.choice([1, 3, 1000])},
+                          {f"d{i}": rng.choice([0, 1001, 2**70, -1])}, {"": 1}, {f"d{i}": 2, f"e{i}": 1}])
+        if rel is not None or rng.random() < 0.5:
+            r["relevant_doc_ids"] = rel
+        for key, values in (("type", ["answerable", "out_of_scope", "adversarial", "other"]), ("tags", [None, [], ["t"], ["a", "b"]]),
+                            ("category", [None, "", "cards"]), ("ground_truth", [None, "", "yes"])):
+            if rng.random() < 0.5:
+                r[key] = rng.choice(values)
+        return r
+
+    made = 0
+    for _ in range(300):
+        rows = [row(i) for i in range(rng.randint(1, 6))]
+        if rng.random() < 0.6:  # mostly rows every case takes, to reach the end of the file in C
+            for r in rows:
+                r.update(question="Q?", id=f"c{id(r)}", relevant_doc_ids=["d"], type="answerable")
+        path = write(tmp_path, "\n".join(json.dumps(r, ensure_ascii=rng.random() < 0.5) for r in rows) + "\n")
+        in_c = golden._whole_file(path)
+        monkeypatch.setattr(golden, "_cases_of_rows", None)
+        in_python = golden._whole_file(path)
+        monkeypatch.undo()
+        assert in_c == in_python, rows
+        if in_c is not None:
+            made += 1
+            assert in_c == reference(path)
+            assert all(type(c.metadata) is dict for c in in_c) and len({id(c.metadata) for c in in_c}) == len(in_c)
+    assert 150 < made < 300  # files taken in C, and files left to the line-by-line reading
