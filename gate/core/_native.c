@@ -535,6 +535,11 @@ static PyObject *attr(PyObject *obj, PyObject *name) {
     return v;
 }
 
+int ranked_check(PyObject *o); /* _ranked.c: RankedPassages */
+PyObject *ranked_ids(PyObject *self, Py_ssize_t upto);
+int ranked_unsorted(PyObject *self);
+int ranked_ready(PyObject *module);
+
 static PyObject *s_id, *s_relevant, *s_error, *s_retrieved, *s_score, *s_get, *s_strip, *s_casefold;
 
 /* outputs.get(key) as a new reference (NULL: error). */
@@ -622,6 +627,8 @@ static PyObject *missed_for(PyObject *missed, PyObject *id) {
 
 /* The ids of a sequence of passages, as a new list (NULL: error). */
 static PyObject *passage_ids(PyObject *retrieved, Py_ssize_t upto) {
+    if (ranked_check(retrieved)) /* as the scan kept them */
+        return ranked_ids(retrieved, upto);
     PyObject *seq = PySequence_Fast(retrieved, "retrieved must be a sequence"), *ids;
     Py_ssize_t n;
     if (seq == NULL)
@@ -797,6 +804,8 @@ fail:
 
 /* Whether a list of passages carries scores out of descending order (those that are not None). -1 on error. */
 static int scores_unsorted(PyObject *retrieved) {
+    if (ranked_check(retrieved))
+        return ranked_unsorted(retrieved);
     PyObject *seq = PySequence_Fast(retrieved, "retrieved must be a sequence"), *prev = NULL;
     int out = 0;
     if (seq == NULL)
@@ -1520,5 +1529,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && ranked_ready(m) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -22,6 +22,7 @@
 #include <Python.h>
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #if defined(__SSE2__) && defined(__GNUC__)
@@ -614,6 +615,30 @@ static PyObject *shared_id(Build *bd, const Passage *d) {
     return u;
 }
 
+/* A number's double (not None; an int as a double): 0, or -1 and an error. */
+static int double_of(Build *bd, const Num *x, double *v) {
+    if (x->kind == N_INT)
+        *v = (double)x->i;
+    else if (x->kind == N_DOUBLE)
+        *v = x->v;
+    else {
+        char buf[64], *end;
+        char *text = x->len < 64 ? buf : PyMem_Malloc((size_t)x->len + 1);
+        if (text == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(text, (const char *)bd->s->view.buf + x->off, (size_t)x->len);
+        text[x->len] = '\0';
+        *v = PyOS_string_to_double(text, &end, NULL);
+        if (text != buf)
+            PyMem_Free(text);
+        if (*v == -1.0 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
 /* A number: None, an int, a float (out_of_range set, and None given, for a score at or beyond +-1e300 or another
  * number that is not finite). */
 static PyObject *number_of(Build *bd, const Num *x, int score) {
@@ -622,23 +647,8 @@ static PyObject *number_of(Build *bd, const Num *x, int score) {
         Py_RETURN_NONE;
     if (x->kind == N_INT && !score)
         return PyLong_FromLongLong(x->i);
-    if (x->kind == N_INT)
-        v = (double)x->i;
-    else if (x->kind == N_DOUBLE)
-        v = x->v;
-    else {
-        char buf[64], *end;
-        char *text = x->len < 64 ? buf : PyMem_Malloc((size_t)x->len + 1);
-        if (text == NULL)
-            return PyErr_NoMemory();
-        memcpy(text, (const char *)bd->s->view.buf + x->off, (size_t)x->len);
-        text[x->len] = '\0';
-        v = PyOS_string_to_double(text, &end, NULL);
-        if (text != buf)
-            PyMem_Free(text);
-        if (v == -1.0 && PyErr_Occurred())
-            return NULL;
-    }
+    if (double_of(bd, x, &v) < 0)
+        return NULL;
     if (score ? !(v > -1e300 && v < 1e300) : !isfinite(v)) {
         bd->out_of_range = 1;
         Py_RETURN_NONE;
@@ -728,6 +738,219 @@ PyObject *build_ranked(PyObject *self, PyObject *args) {
     return rows;
 }
 
+/* ---- RankedPassages: an output's ranked passages, each made when it is first asked for ---- */
+
+/* A results file of 10,000 cases x 20 passages would make 200,000 passage objects (and their scores' floats) that a
+ * retrieval run never reads one by one: its loops in C read the ids and the scores as they are kept here (ranked_ids,
+ * ranked_unsorted). Read from Python it is a sequence of passage_cls(id, score), each made once (the same object
+ * every time it is asked for); a slice is a list of them; it equals a list of equal passages; it pickles as that list. */
+
+typedef union {
+    PyObject *o;
+    double d; /* a score; NaN: None (a score is never NaN: out_of_range) */
+} Cell;
+
+typedef struct {
+    PyObject_VAR_HEAD
+    Py_ssize_t n;
+    PyObject *cls;
+    Cell cells[1]; /* the ids (n, new references), the passages made (n, NULL until made), the scores (n) */
+} Ranked;
+
+static PyTypeObject RankedType;
+
+int ranked_check(PyObject *o) { return Py_IS_TYPE(o, &RankedType); }
+
+static PyObject *ranked_item(PyObject *self, Py_ssize_t i) {
+    Ranked *r = (Ranked *)self;
+    PyObject **made;
+    if (i < 0 || i >= r->n) {
+        PyErr_SetString(PyExc_IndexError, "list index out of range");
+        return NULL;
+    }
+    made = &r->cells[r->n + i].o;
+    if (*made == NULL) {
+        double v = r->cells[2 * r->n + i].d;
+        PyObject *score = isnan(v) ? (Py_INCREF(Py_None), Py_None) : PyFloat_FromDouble(v), *args[2], *obj;
+        if (score == NULL)
+            return NULL;
+        args[0] = r->cells[i].o;
+        args[1] = score;
+        obj = PyObject_Vectorcall(r->cls, args, 2, NULL);
+        Py_DECREF(score);
+        if (obj == NULL)
+            return NULL;
+        *made = obj;
+    }
+    Py_INCREF(*made);
+    return *made;
+}
+
+static Py_ssize_t ranked_length(PyObject *self) { return ((Ranked *)self)->n; }
+
+/* The passages as a new list (start, stop, step as a slice gives them). */
+static PyObject *ranked_slice(PyObject *self, Py_ssize_t start, Py_ssize_t step, Py_ssize_t count) {
+    PyObject *list = PyList_New(count);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = ranked_item(self, start + k * step);
+        if (item == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, k, item);
+    }
+    return list;
+}
+
+static PyObject *ranked_list(PyObject *self) { return ranked_slice(self, 0, 1, ((Ranked *)self)->n); }
+
+static PyObject *ranked_subscript(PyObject *self, PyObject *key) {
+    Ranked *r = (Ranked *)self;
+    if (PyIndex_Check(key)) {
+        Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred())
+            return NULL;
+        return ranked_item(self, i < 0 ? i + r->n : i);
+    }
+    if (PySlice_Check(key)) {
+        Py_ssize_t start, stop, step, count;
+        if (PySlice_Unpack(key, &start, &stop, &step) < 0)
+            return NULL;
+        count = PySlice_AdjustIndices(r->n, &start, &stop, step);
+        return ranked_slice(self, start, step, count);
+    }
+    PyErr_Format(PyExc_TypeError, "list indices must be integers or slices, not %.200s", Py_TYPE(key)->tp_name);
+    return NULL;
+}
+
+static PyObject *ranked_richcompare(PyObject *self, PyObject *other, int op) {
+    PyObject *mine, *theirs, *got;
+    if ((op != Py_EQ && op != Py_NE) || !(ranked_check(other) || PyList_Check(other)))
+        Py_RETURN_NOTIMPLEMENTED;
+    if ((mine = ranked_list(self)) == NULL)
+        return NULL;
+    theirs = ranked_check(other) ? ranked_list(other) : (Py_INCREF(other), other);
+    got = theirs == NULL ? NULL : PyObject_RichCompare(mine, theirs, op);
+    Py_DECREF(mine);
+    Py_XDECREF(theirs);
+    return got;
+}
+
+static PyObject *ranked_repr(PyObject *self) {
+    PyObject *list = ranked_list(self), *text;
+    if (list == NULL)
+        return NULL;
+    text = PyObject_Repr(list);
+    Py_DECREF(list);
+    return text;
+}
+
+static PyObject *ranked_reduce(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("(O(N))", (PyObject *)&PyList_Type, ranked_list(self));
+}
+
+static void ranked_dealloc(PyObject *self) {
+    Ranked *r = (Ranked *)self;
+    for (Py_ssize_t i = 0; i < 2 * r->n; i++)
+        Py_XDECREF(r->cells[i].o);
+    Py_XDECREF(r->cls);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PySequenceMethods ranked_as_sequence = {.sq_length = ranked_length, .sq_item = ranked_item};
+static PyMappingMethods ranked_as_mapping = {.mp_length = ranked_length, .mp_subscript = ranked_subscript};
+static PyMethodDef ranked_methods[] = {
+    {"__reduce__", ranked_reduce, METH_NOARGS, "Pickled as the list of its passages."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RankedType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gate.core._native.RankedPassages",
+    .tp_basicsize = offsetof(Ranked, cells),
+    .tp_itemsize = sizeof(Cell),
+    .tp_dealloc = ranked_dealloc,
+    .tp_repr = ranked_repr,
+    .tp_as_sequence = &ranked_as_sequence,
+    .tp_as_mapping = &ranked_as_mapping,
+    .tp_hash = PyObject_HashNotImplemented,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_SEQUENCE,
+    .tp_doc = "A results line's ranked passages, each made (passage_cls(id, score)) when it is first asked for.",
+    .tp_richcompare = ranked_richcompare,
+    .tp_iter = PySeqIter_New,
+    .tp_methods = ranked_methods,
+};
+
+int ranked_ready(PyObject *module) {
+    if (PyType_Ready(&RankedType) < 0)
+        return -1;
+    Py_INCREF(&RankedType);
+    if (PyModule_AddObject(module, "RankedPassages", (PyObject *)&RankedType) < 0) {
+        Py_DECREF(&RankedType);
+        return -1;
+    }
+    return 0;
+}
+
+/* The ids of the first upto passages (all: upto < 0), as a new list. */
+PyObject *ranked_ids(PyObject *self, Py_ssize_t upto) {
+    Ranked *r = (Ranked *)self;
+    Py_ssize_t n = upto >= 0 && upto < r->n ? upto : r->n;
+    PyObject *ids = PyList_New(n);
+    if (ids != NULL)
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_INCREF(r->cells[i].o);
+            PyList_SET_ITEM(ids, i, r->cells[i].o);
+        }
+    return ids;
+}
+
+/* Whether the scores given (not None) are out of descending order. */
+int ranked_unsorted(PyObject *self) {
+    Ranked *r = (Ranked *)self;
+    const Cell *scores = r->cells + 2 * r->n;
+    int have = 0;
+    double prev = 0.0;
+    for (Py_ssize_t i = 0; i < r->n; i++) {
+        if (isnan(scores[i].d))
+            continue;
+        if (have && prev < scores[i].d)
+            return 1;
+        prev = scores[i].d;
+        have = 1;
+    }
+    return 0;
+}
+
+/* A line's passages as a RankedPassages of passage_cls (out_of_range set for a score out of range). */
+static PyObject *ranked_of(Build *bd, const Line *line, PyObject *passage_cls) {
+    Py_ssize_t n = line->count;
+    Ranked *r = PyObject_NewVar(Ranked, &RankedType, 3 * n);
+    if (r == NULL)
+        return NULL;
+    r->n = n;
+    Py_INCREF(passage_cls);
+    r->cls = passage_cls;
+    for (Py_ssize_t i = 0; i < 2 * n; i++)
+        r->cells[i].o = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Passage *d = &bd->s->ps[line->first + i];
+        double v = NAN;
+        if ((r->cells[i].o = shared_id(bd, d)) == NULL || (d->score.kind != N_NONE && double_of(bd, &d->score, &v) < 0)) {
+            Py_DECREF(r);
+            return NULL;
+        }
+        if (!(isnan(v) || (v > -1e300 && v < 1e300))) {
+            bd->out_of_range = 1;
+            v = NAN;
+        }
+        r->cells[2 * n + i].d = v;
+    }
+    return (PyObject *)r;
+}
+
 PyObject *build_slots(PyTypeObject *cls, PyObject *slots, PyObject *const *values, Py_ssize_t n); /* _native.c */
 
 /* One line's output, added to outputs: 1 added, 0 the line is not of the kind taken (no id, an id not in known, a
@@ -759,7 +982,7 @@ static int output_of(Build *bd, const Line *line, PyObject **ctx, double max_lat
     }
     Py_INCREF(cid);
     values[0] = cid;
-    if ((values[1] = passage_list(bd, line, passage_cls)) == NULL || bd->out_of_range
+    if ((values[1] = ranked_of(bd, line, passage_cls)) == NULL || bd->out_of_range
         || (values[2] = text_of(bd, &line->answer)) == NULL || (values[3] = PyList_New(0)) == NULL) {
         rc = bd->out_of_range && !PyErr_Occurred() ? 0 : -1;
         goto done;

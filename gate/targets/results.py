@@ -135,9 +135,11 @@ Read = tuple["bytes | mmap.mmap", "tuple[int | None, bool] | None", Any]
 gate.core._native's scan of its ranked ids (None: not scanned, or not of the plain shape it takes)."""
 
 try:  # a results file of ranked ids read in C where gate.core._native is built (msgspec decodes any other)
-    from gate.core._native import build_ranked, ranked_outputs, scan_ranked
+    from gate.core._native import RankedPassages, build_ranked, ranked_outputs, scan_ranked
 except ImportError:
     build_ranked = ranked_outputs = scan_ranked = None
+else:  # the outputs ranked_outputs makes hold their passages in one: a sequence of _RankedId, each made when read
+    Sequence.register(RankedPassages)
 
 
 def _output_slots() -> tuple[tuple[Any, ...], tuple[Any, ...]]:

@@ -260,3 +260,79 @@ def test_ranked_outputs_refuses_a_shape_it_cannot_build():
     assert got == {"q1": TargetOutput("q1", [_RankedId("d", 1.0)], None, [], None)}
     assert native.ranked_outputs(scan, _RankedId, _DECODE_STR, set(), TargetOutput, results_module._OUTPUT_SLOTS,
                                  results_module._OUTPUT_REST, 1e9) is None  # a line of no golden case: the loop says it
+
+
+def _ranked_and_lists(tmp_path: Path, seed: int) -> tuple[list[GoldenCase], dict, dict]:
+    """A generated file of plain lines read twice: by the scan (outputs holding RankedPassages) and by read_results'
+    loop (outputs holding lists); relevant ids drawn from the passages' own ids (some in another case or spacing)."""
+    rng = random.Random(seed)
+    cases = []
+    rows = []
+    for i in range(30):
+        row = line(rng, i)
+        row["id"], row["latency_ms"] = f"q{i}", rng.choice([5, None, 7.25])
+        ids = [p["id"] for p in row["retrieved"]]
+        relevant = {rng.choice(ids) if ids and rng.random() < seed / 10 else f"absent{rng.randint(0, 99)}": 1 for _ in range(rng.randint(1, 3))}
+        if ids and rng.random() < 0.3:
+            relevant[" " + ids[-1].upper()] = 1  # a near id: differs in case and spaces only
+        cases.append(GoldenCase(id=f"q{i}", question=f"question {i}", line=i + 1, relevant=relevant))
+        rows.append(dumps(rng, row))
+    path = tmp_path / f"results{seed}.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    fast = read_results(path, cases, texts=False, read=prefetch(path, ranked=True)).outputs
+    real = results_module.ranked_outputs
+    try:
+        results_module.ranked_outputs = None
+        loop = read_results(path, cases, texts=False, read=prefetch(path, ranked=True)).outputs
+    finally:
+        results_module.ranked_outputs = real
+    return cases, fast, loop
+
+
+def test_ranked_passages_read_as_the_list_they_stand_for(tmp_path: Path):
+    """The outputs made from the scan hold RankedPassages: read from Python, each is the list read_results' loop makes
+    (items, negative indexes, slices, iteration, equality both ways, repr, pickling; a passage made once; the same
+    errors as a list's), with its scores bit for bit."""
+    import pickle
+    from collections.abc import Sequence
+
+    for seed in range(6):
+        _, fast, loop = _ranked_and_lists(tmp_path, seed)
+        assert fast == loop and list(fast) == list(loop)
+        for cid, out in fast.items():
+            r, want = out.retrieved, loop[cid].retrieved
+            assert type(r) is native.RankedPassages and type(want) is list
+            assert isinstance(r, Sequence) and len(r) == len(want) and bool(r) == bool(want)
+            assert r == want and want == r and not (r != want) and r == r
+            assert r != [*want, _RankedId("x")] and r != tuple(want)
+            assert list(r) == want and [r[i] for i in range(-len(r), len(r))] == want + want
+            for s in (slice(None), slice(1, None), slice(None, 3), slice(None, None, -1), slice(-3, None, 2), slice(5, 1)):
+                assert r[s] == want[s] and type(r[s]) is list
+            assert all(r[i] is r[i] for i in range(len(r)))  # made once, then the same object
+            assert repr(r) == repr(want)
+            assert [struct.pack("<d", d.score) for d in r if d.score is not None] == \
+                   [struct.pack("<d", d.score) for d in want if d.score is not None]
+            assert pickle.loads(pickle.dumps(r)) == want and type(pickle.loads(pickle.dumps(r))) is list
+            for bad, error in ((len(r), IndexError), (-len(r) - 1, IndexError), ("0", TypeError), (1.0, TypeError)):
+                with pytest.raises(error):
+                    r[bad]  # type: ignore[index]
+            with pytest.raises(TypeError):
+                hash(r)
+
+
+def test_the_c_loops_read_ranked_passages_as_they_read_lists(tmp_path: Path):
+    """Every loop in C that reads passages (the metrics, the notes' near ids and unsorted scores, the fresh-label bound,
+    the report's ids) reads RankedPassages' ids and scores where they are kept: the values the lists give."""
+    from gate.stages.retrieval import retrieval_stage
+    from tests.support.settings import retrieval
+
+    settings = retrieval(["hit_rate@3", "mrr", "recall@5", "precision@2", "ndcg@4", "map"])
+    for seed in range(6):
+        cases, fast, loop = _ranked_and_lists(tmp_path, seed)
+        for cid in fast:
+            assert native.retrieved_ids(fast[cid].retrieved) == [d.id for d in loop[cid].retrieved]
+        assert native.near_ids(cases, fast) == native.near_ids(cases, loop)
+        assert native.unsorted_scores(cases, fast) == native.unsorted_scores(cases, loop)
+        for cutoff in (0, 1, 3, 100):
+            assert native.clearly_fresh(cases, fast, cutoff) == native.clearly_fresh(cases, loop, cutoff)
+        assert retrieval_stage(settings, cases, fast) == retrieval_stage(settings, cases, loop)
