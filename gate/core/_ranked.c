@@ -45,10 +45,13 @@ typedef struct {
 } Num;
 
 typedef struct {
-    Str id;        /* S_ESCAPED: its span in the file */
-    Py_ssize_t uid; /* else: its index in Scan.ids, one for equal ids */
+    Str id;        /* S_ESCAPED (or too long to keep): its span in the file */
+    Py_ssize_t uid; /* else: its index in Scan.ids, one for equal ids (-1: none; PENDING: not looked up yet) */
+    uint64_t hash; /* of the id's bytes (PENDING) */
     Num score;
 } Passage;
+
+#define PENDING (-2)
 
 typedef struct {
     uint64_t hash;
@@ -63,9 +66,10 @@ typedef struct {
     Py_ssize_t first, count; /* its passages */
 } Line;
 
-typedef struct {
-    uint64_t hash;
-    Py_ssize_t index;
+typedef struct { /* 16 bytes, four to a cache line: what the id's lookup reads, where it does not read Scan.ids */
+    uint32_t tag;   /* the hash's upper half */
+    uint32_t index; /* 1 + the id's index in Scan.ids (0: empty) */
+    uint32_t len, off; /* the id's bytes in Scan.arena */
 } Slot;
 
 typedef struct {
@@ -382,7 +386,7 @@ static int grow_table(Scan *s) {
         size_t j = (size_t)s->ids[i].hash & (size - 1);
         while (table[j].index)
             j = (j + 1) & (size - 1);
-        table[j] = (Slot){s->ids[i].hash, (Py_ssize_t)i + 1};
+        table[j] = (Slot){(uint32_t)(s->ids[i].hash >> 32), (uint32_t)i + 1, (uint32_t)s->ids[i].len, (uint32_t)s->ids[i].off};
     }
     PyMem_RawFree(s->table);
     s->table = table;
@@ -390,19 +394,35 @@ static int grow_table(Scan *s) {
     return 1;
 }
 
-/* The index in s->ids of the plain id at b[x->off..]: found, or added. -1: out of memory. */
-static Py_ssize_t intern_id(Scan *s, const unsigned char *b, const Str *x) {
+/* Whether a[0..n) and b[0..n) hold the same bytes (n is an id's length: a few words, compared inline). */
+static int same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
+    uint64_t x, y;
+    for (; n >= 8; a += 8, b += 8, n -= 8) {
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return 0;
+    }
+    while (n--)
+        if (*a++ != *b++)
+            return 0;
+    return 1;
+}
+
+/* The index in s->ids of the plain id at b[x->off..] whose hash is h: found, or added. -1: out of memory; -2: not
+ * kept (the ids' bytes would pass 4 GB: it is then made from the file, as an escaped one). */
+static Py_ssize_t intern_id(Scan *s, const unsigned char *b, const Str *x, uint64_t h) {
     const unsigned char *bytes = b + x->off;
-    uint64_t h = hash_bytes(bytes, x->len);
+    uint32_t tag = (uint32_t)(h >> 32);
     size_t j;
+    if (x->len > (Py_ssize_t)(UINT32_MAX - s->alen) || s->nids >= UINT32_MAX - 1)
+        return -2;
     if ((s->nids + 1) * 2 > s->mask + 1 && !grow_table(s))
         return -1;
     for (j = (size_t)h & s->mask; s->table[j].index; j = (j + 1) & s->mask) {
-        if (s->table[j].hash != h)
-            continue;
-        const Id *e = &s->ids[s->table[j].index - 1];
-        if (e->len == x->len && memcmp(s->arena + e->off, bytes, (size_t)x->len) == 0)
-            return s->table[j].index - 1;
+        const Slot *e = &s->table[j];
+        if (e->tag == tag && e->len == (uint32_t)x->len && same_bytes(s->arena + e->off, bytes, (size_t)x->len))
+            return (Py_ssize_t)e->index - 1;
     }
     if (s->nids == s->idcap) {
         size_t cap = s->idcap ? s->idcap * 2 : 1024;
@@ -424,9 +444,9 @@ static Py_ssize_t intern_id(Scan *s, const unsigned char *b, const Str *x) {
     }
     memcpy(s->arena + s->alen, bytes, (size_t)x->len);
     s->ids[s->nids] = (Id){h, s->alen, x->len, x->kind};
+    s->table[j] = (Slot){tag, (uint32_t)s->nids + 1, (uint32_t)x->len, (uint32_t)s->alen};
     s->alen += (size_t)x->len;
-    s->table[j] = (Slot){h, (Py_ssize_t)++s->nids};
-    return (Py_ssize_t)s->nids - 1;
+    return (Py_ssize_t)s->nids++;
 }
 
 static int passage_member(Cur *c, int which, void *into) {
@@ -435,9 +455,15 @@ static int passage_member(Cur *c, int which, void *into) {
         if (c->p >= c->end || *c->p != '"' || !string(c, &d->id) || d->id.len == 0)
             return 0;
         d->uid = -1;
-        if (d->id.kind != S_ESCAPED && (d->uid = intern_id(c->s, c->b, &d->id)) < 0)
-            c->nomem = 1;
-        return d->uid >= 0 || d->id.kind == S_ESCAPED;
+        if (d->id.kind != S_ESCAPED) { /* looked up once the passage is read: its slot fetched meanwhile */
+            d->hash = hash_bytes(c->b + d->id.off, d->id.len);
+            d->uid = PENDING;
+#if defined(__GNUC__)
+            if (c->s->table != NULL)
+                __builtin_prefetch(&c->s->table[(size_t)d->hash & c->s->mask]);
+#endif
+        }
+        return 1;
     }
     if (which == 1)
         return string_or_null(c, NULL);
@@ -461,6 +487,13 @@ static int passages(Cur *c, Line *line) {
         d.score.kind = N_NONE;
         if (!object(c, PASSAGE_KEYS, 3, passage_member, &d, &seen) || !(seen & 1))
             return 0;
+        if (d.uid == PENDING && (d.uid = intern_id(s, c->b, &d.id, d.hash)) < 0) {
+            if (d.uid == -1) {
+                c->nomem = 1;
+                return 0;
+            }
+            d.uid = -1;
+        }
         if (s->np == s->pcap) {
             Py_ssize_t cap = s->pcap ? s->pcap * 2 : 4096;
             Passage *grown = PyMem_RawRealloc(s->ps, (size_t)cap * sizeof(Passage));
