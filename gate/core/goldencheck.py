@@ -25,7 +25,7 @@ from typing import Any, Literal, TypedDict
 
 from gate.core.catalog import did_you_mean
 from gate.core.model import GoldenCase
-from gate.core.settings import StageSettings
+from gate.core.settings import StageSettings, same_id
 from gate.core.textmatch import squad_tokens
 
 Level = Literal["error", "warning", "info"]
@@ -48,7 +48,7 @@ class Finding(TypedDict):
     message: str
 
 
-def question_type(case: GoldenCase, to_doc: Callable[[str], str] = lambda x: x) -> str:
+def question_type(case: GoldenCase, to_doc: Callable[[str], str] = same_id) -> str:
     """The case's question type: its own ``question_type`` (aliases folded: reasoning and multi_hop are multi_context),
     else out_of_scope or adversarial from its type, multi_context when its relevant ids span two or more documents,
     else "unlabelled"."""
@@ -57,12 +57,13 @@ def question_type(case: GoldenCase, to_doc: Callable[[str], str] = lambda x: x) 
         return ALIASES.get(label.lower(), label)
     if not case.answerable:
         return case.type
-    if len({to_doc(r) for r in case.relevant}) >= 2:
+    relevant = case.relevant  # distinct ids: as many documents when each id is its own (same_id)
+    if len(relevant) >= 2 and (to_doc is same_id or len({to_doc(r) for r in relevant}) >= 2):
         return "multi_context"
     return "unlabelled"
 
 
-def counts(cases: Sequence[GoldenCase], to_doc: Callable[[str], str] = lambda x: x) -> dict[str, Any]:
+def counts(cases: Sequence[GoldenCase], to_doc: Callable[[str], str] = same_id) -> dict[str, Any]:
     """Cases by type, question type, category and tag."""
     return {
         "cases": len(cases),

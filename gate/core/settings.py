@@ -58,12 +58,13 @@ class MatchSettings:
     def to_id(self) -> Callable[[str], str]:
         """exact and text: ids as they are; document: 'doc#chunk_7' -> 'doc' (the part before the separator)."""
         if self.level != "document":
-            return _same
+            return same_id
         sep = self.separator
         return lambda x: x.split(sep, 1)[0]
 
 
-def _same(x: str) -> str:
+def same_id(x: str) -> str:
+    """An id as it is (match levels exact and text)."""
     return x
 
 

@@ -142,6 +142,19 @@ def test_question_type_is_the_label_or_derived(row: dict[str, Any], expected: st
     assert question_type(case, lambda d: d.split("#")[0]) == expected
 
 
+@pytest.mark.parametrize(("relevant", "expected"), [(["a#1", "b#2"], "multi_context"), (["a#1", "a#2"], "multi_context"),
+                                                    (["a#1"], "unlabelled"), (["a#1", "a#1"], "unlabelled")])
+def test_at_the_exact_level_each_relevant_id_is_its_own_document(relevant: list[str], expected: str) -> None:
+    """Without a to_doc (match levels exact and text: same_id), two distinct relevant ids are two documents, as any
+    function that keeps ids as they are counts them."""
+    from gate.core.settings import MatchSettings, same_id
+
+    case = parse_case({"id": "x", "question": "q?", "relevant_doc_ids": relevant})
+    assert isinstance(case, GoldenCase)
+    assert MatchSettings("exact", "#", 0.5).to_id() is same_id and MatchSettings("document", "#", 0.5).to_id() is not same_id
+    assert question_type(case) == question_type(case, same_id) == question_type(case, lambda d: d) == expected
+
+
 def test_a_gate_one_case_can_fail_and_a_stage_that_reads_ground_truth_are_findings() -> None:
     cases = cases_of(*(f"Question number {i} about topic {i * 7}?" for i in range(40)))
     settings = stages(retrieval={"metrics": ["hit_rate@5", "mrr"], "gates": {"hit_rate@5": {"max_drop": 0.02}, "mrr": {"max_drop": "3%"}}},
