@@ -101,6 +101,23 @@ def write_text(path: str | os.PathLike[str], text: str | bytes, *, what: str = "
     if str(path) == "-":
         _to_stdout(text)
         return
+    target, fd, tmp = _temporary_for(path, what)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text if isinstance(text, bytes) else text.encode("utf-8"))  # what a UTF-8 text file writes
+            os.fchmod(handle.fileno(), _file_mode())
+        os.replace(tmp, target)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _unwritable(what, target, exc) from None
+        raise
+
+
+def _temporary_for(path: str | os.PathLike[str], what: str) -> tuple[Path, int, str]:
+    """The file ``path`` names (links followed; InputError if it is not a regular file), and a new temporary beside
+    it (its descriptor and path), the stale ones of a process that is gone removed; RunError (exit 3) if the folder
+    cannot be written."""
     target = Path(os.path.realpath(path))
     kind = not_regular(target)
     if kind is not None:
@@ -112,16 +129,91 @@ def write_text(path: str | os.PathLike[str], text: str | bytes, *, what: str = "
         fd, tmp = _new_temporary(target.parent, f".{target.name}.{os.getpid()}.")
     except OSError as exc:
         raise _unwritable(what, target, exc) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text if isinstance(text, bytes) else text.encode("utf-8"))  # what a UTF-8 text file writes
-            os.fchmod(handle.fileno(), _file_mode())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise _unwritable(what, target, exc) from None
-        raise
+    return target, fd, tmp
+
+
+class Restart:
+    """PiecesWriter.write(RESTART): what was written so far is dropped (the pieces that follow are the file)."""
+
+
+RESTART = Restart()
+
+
+class PiecesWriter:
+    """A file written atomically, as ``write_text`` writes it, from pieces given one at a time: a thread writes each
+    (a write does not hold the GIL) while the caller makes the next, and after ``finish`` puts the file in place while
+    the caller goes on. ``close`` waits for it and raises what writing raised (exit 3, naming the path), the file at
+    the path then left as it was; ``abort`` drops what was written. Not for '-' (standard output)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, what: str = "file") -> None:
+        import queue
+        import threading
+
+        self.what = what
+        self.target, self._fd, self._tmp = _temporary_for(path, what)
+        self._pieces: queue.SimpleQueue[bytes | memoryview | Restart | None] = queue.SimpleQueue()
+        self._failed: list[BaseException] = []
+        self._finished = self._dropped = False
+        self._thread = threading.Thread(target=self._work, name=f"rag-gate: write {self.target.name}", daemon=True)
+        self._thread.start()
+
+    def write(self, piece: bytes | memoryview | Restart) -> None:
+        """Add ``piece`` to the file (``RESTART``: drop what was added so far)."""
+        self._pieces.put(piece)
+
+    def finish(self) -> None:
+        """No more pieces: the thread writes the last ones and puts the file in place."""
+        if not self._finished:
+            self._finished = True
+            self._pieces.put(None)
+
+    def _work(self) -> None:
+        while (piece := self._pieces.get()) is not None:
+            if self._failed:
+                continue  # what is left is taken, not written: close says why
+            try:
+                if isinstance(piece, Restart):
+                    os.ftruncate(self._fd, 0)
+                    os.lseek(self._fd, 0, os.SEEK_SET)
+                    continue
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(self._fd, view):]
+            except BaseException as exc:  # raised by close
+                self._failed.append(exc)
+        if self._failed or self._dropped:
+            return
+        try:
+            os.fchmod(self._fd, _file_mode())
+            os.close(self._fd)
+            self._fd = -1
+            os.replace(self._tmp, self.target)
+        except BaseException as exc:
+            self._failed.append(exc)
+
+    def close(self) -> None:
+        """Wait for the file to be in place (``finish`` first, if it was not called); what writing it raised."""
+        self.finish()
+        self._thread.join()
+        if self._failed:
+            exc = self._failed[0]
+            self._drop()
+            if isinstance(exc, OSError):
+                raise _unwritable(self.what, self.target, exc) from None
+            raise exc
+
+    def abort(self) -> None:
+        """Drop what was written (the file at the path is left as it was)."""
+        self._dropped = True
+        self.finish()
+        self._thread.join()
+        self._drop()
+
+    def _drop(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        Path(self._tmp).unlink(missing_ok=True)
 
 
 def _to_stdout(text: str | bytes) -> None:

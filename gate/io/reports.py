@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -22,6 +23,7 @@ import msgspec
 from gate.core.errors import InputError, key_path, value_at
 from gate.core.records import compact_texts, text_table
 from gate.core.report import SCHEMA_VERSION, Baseline, HistoryEntry, Part, Report
+from gate.io.files import RESTART, Restart
 from gate.io.jsonparse import BadJSON, parse
 from gate.io.schema import PACKAGE_DIR, SchemaValidator, describe
 
@@ -195,6 +197,49 @@ def report_bytes(report: Report) -> bytes:
     if os.environ.get(SELF_CHECK):
         _self_check(encoded, "report")
     return encoded + b"\n"
+
+
+PIECE_CASES = 1000  # cases encoded at a time by report_pieces
+
+
+def report_pieces(report: Report) -> Iterator[bytes | memoryview | Restart]:
+    """report.json as ``report_bytes`` writes it, in pieces made one after the other (each top-level value, the cases
+    a thousand at a time): joined, exactly ``report_bytes(report)``; so that each piece is written while the next is
+    encoded (gate.io.files.PiecesWriter). A piece may be ``RESTART``: what came before it is dropped (a value msgspec
+    cannot encode, met half-way: the whole report then comes again, written by json)."""
+    if len(report["cases"]) <= COMPACT_ABOVE or _not_finite(report):
+        yield report_bytes(report)
+        return
+    kept: list[bytes] | None = [] if os.environ.get(SELF_CHECK) else None  # read back through the schema at the end
+    try:
+        for piece in _report_pieces(report):
+            if kept is not None:
+                kept.append(bytes(piece))
+            yield piece
+    except (msgspec.EncodeError, TypeError, ValueError, OverflowError):  # a type or value msgspec does not take: json writes it
+        yield RESTART
+        yield report_json(report).encode("utf-8")
+        return
+    if kept is not None:
+        _self_check(b"".join(kept) + b"\n", "report")
+    yield b"\n"
+
+
+def _report_pieces(report: Report) -> Iterator[bytes | memoryview]:
+    encode = msgspec.json.encode
+    yield b"{"
+    for i, (key, value) in enumerate(report.items()):
+        yield (b"," if i else b"") + encode(key) + b":"
+        if key != "cases" or not isinstance(value, list) or len(value) <= PIECE_CASES:
+            yield encode(value)
+            continue
+        for at in range(0, len(value), PIECE_CASES):  # "[a,b" then ",c,d" ... then "]"
+            chunk = memoryview(encode(value[at:at + PIECE_CASES]))
+            if at:
+                yield b","
+            yield chunk[:-1] if at == 0 else chunk[1:-1]
+        yield b"]"
+    yield b"}"
 
 
 def load_json(path: Path, what: str, *, hint: str | None = None) -> Any:
