@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import Any
 
 from gate import __version__
@@ -10,14 +12,44 @@ from gate import __version__
 Commands = Any  # argparse's sub-parsers action (its class is private)
 
 
+def terminal_columns() -> int:
+    """The terminal's width as shutil.get_terminal_size reads it (COLUMNS, else standard output's terminal, else 80),
+    without importing shutil, and the compression modules it imports, for a run that formats no help."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, as wide as it makes itself (the terminal's width less 2)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, terminal_columns() - 2 if width is None else width)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with that formatter (argparse makes one for every argument added); its sub-parsers too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(first: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser. ``first``: the first argument, when the parser reads one command line: "run" or
     "merge" builds those two sub-commands alone (a run starts milliseconds sooner; what it parses, its help and
     its errors are the same); anything else, or None, builds every sub-command."""
-    p = argparse.ArgumentParser(prog="rag-gate", description="Gate pull requests on the quality of a RAG system.")
+    p = _Parser(prog="rag-gate", description="Gate pull requests on the quality of a RAG system.")
     p.add_argument("--version", action="version", version=f"rag-gate {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    spec = argparse.ArgumentParser(add_help=False)  # the one --config every command takes
+    spec = _Parser(add_help=False)  # the one --config every command takes
     spec.add_argument("--config", default="rag-eval.yml", help="the spec file (default: rag-eval.yml)")
     _run_and_merge(sub, spec)
     if first in ("run", "merge"):

@@ -34,7 +34,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import string
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from functools import cached_property
@@ -47,7 +46,7 @@ PIECE = 8  # a piece this long of a token is redacted too
 MASK = "***"
 BLOCK, STRIDE = 5, 4  # every PIECE-long piece of a token holds one of its BLOCK-long blocks starting every STRIDE
 CORE_BYTES = 6  # a secret's bytes inside longer base64 are recognised from 6 of them (two whole groups, 8 characters)
-B64_CHARS = frozenset(string.ascii_letters + string.digits + "+/-_")
+B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_")  # string.ascii_letters, digits
 _B64_TAIL = "[A-Za-z0-9+/_-]*=*"
 
 

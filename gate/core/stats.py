@@ -10,7 +10,6 @@ mean delta then says how sure we can be that the run is worse.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -65,6 +64,8 @@ def drop_test(drops: Sequence[float], *, resamples: int = 2000, seed: int = 0) -
         se = math.sqrt(var / n)
         p = 0.5 * math.erfc(mean / se / math.sqrt(2)) if se > 0 else (0.0 if mean > 0 else 1.0)
         return PairedResult(n, mean, p, changed)
+    import random  # only where it resamples: a run of exact figures never does
+
     rng = random.Random(seed)
     not_worse = 0
     for _ in range(resamples):

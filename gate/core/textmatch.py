@@ -40,7 +40,6 @@ question does not already give, with the ground truth's numbers required (see it
 from __future__ import annotations
 
 import re
-import string
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
@@ -54,7 +53,8 @@ METRICS: dict[str, str] = {
     "rouge_l": "ROUGE-L F-measure on lowercased letter/digit tokens, CJK per character, no stemming",
 }
 
-_ASCII_PUNCTUATION = frozenset(string.punctuation)
+PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # string.punctuation (the string module is not imported for it)
+_ASCII_PUNCTUATION = frozenset(PUNCTUATION)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 # Han ideographs (with extensions and compatibility forms), the ideographic marks
 # 々 〆 〇, Hiragana, Katakana and its phonetic extensions.
@@ -115,7 +115,7 @@ _WORDS_ONLY = _CharTable(lambda ch: ord(ch) if _is_word_char(ch) else 32)  # 32:
 
 # ASCII text takes a byte-level path with the same result: NFKC leaves ASCII as it is, the ASCII punctuation is
 # string.punctuation (every ASCII P* character is in it), the ASCII letters and digits are its L* and N* characters
-_ASCII_PUNCTUATION_BYTES = string.punctuation.encode("ascii")
+_ASCII_PUNCTUATION_BYTES = PUNCTUATION.encode("ascii")
 _ARTICLE_WORDS = frozenset({"a", "an", "the"})
 _ASCII_ODD_CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x7f]")  # ASCII that is neither a word character nor whitespace
 _ASCII_WORD_BYTES = bytes(c if c < 128 and chr(c).isalnum() else 32 for c in range(256))

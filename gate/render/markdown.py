@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Any
 
@@ -23,7 +22,7 @@ from gate.render import (
 from gate.render.calibration import calibration_lines
 from gate.render.changes import changes_lines
 from gate.render.diagnosis import answer_check_cases, checks_note, diagnosed, where_it_broke
-from gate.render.escape import cell, code
+from gate.render.escape import cell, code, escape_html
 from gate.render.robustness import robustness_details
 from gate.render.traces import traces_line, window_lines
 from gate.render.trend import render_trend
@@ -229,7 +228,7 @@ def _group_gates(stage: StageResult, max_cases: int) -> list[str]:
         ungated = sum(1 for r in groups if r["status"] == "skipped")
         metric = g["metric"]
         # a <summary> is raw HTML: no Markdown inside it (the metric and `by` are names the spec's schema allows)
-        summary = (f"<code>{html.escape(metric)}</code> by {html.escape(groups[0]['by'])}: {failed} of {len(groups) - ungated} groups failed"
+        summary = (f"<code>{escape_html(metric)}</code> by {escape_html(groups[0]['by'])}: {failed} of {len(groups) - ungated} groups failed"
                    + (f", {ungated} too small to gate" if ungated else "") + _showing(shown, groups))
         lines += [f"<details{' open' if failed else ''}><summary>{summary}</summary>", "",
                   "| Group | Cases | Baseline | This run | Delta | Status |", "|---|---:|---:|---:|---:|:---:|"]

@@ -46,3 +46,24 @@ def test_any_other_first_word_builds_every_command(capsys) -> None:
     for first in (None, "validate", "--help", "ru", "-q"):
         assert {"run", "merge", "validate", "golden", "watch"} <= set(build_parser(first)._subparsers._group_actions[0].choices)
     assert set(build_parser("run")._subparsers._group_actions[0].choices) == {"run", "merge"}
+
+
+@pytest.mark.parametrize("columns", [None, "70", "0", "-3", "wide", "200"])
+def test_the_help_is_as_wide_as_shutil_says_the_terminal_is(monkeypatch: pytest.MonkeyPatch, columns: str | None) -> None:
+    """The parser's width is shutil.get_terminal_size's (read without importing shutil), so the help wraps as
+    argparse's own formatter wraps it."""
+    import argparse
+    import shutil
+
+    from gate.cli.parser import build_parser, terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
+    ours = build_parser().format_help()
+    plain = argparse.ArgumentParser(prog="rag-gate", description="Gate pull requests on the quality of a RAG system.")
+    plain.add_argument("--version", action="version", version="x")
+    plain.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    assert ours.splitlines()[0] == plain.format_help().splitlines()[0]  # the usage line, wrapped alike

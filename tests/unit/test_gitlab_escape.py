@@ -84,3 +84,17 @@ def test_the_job_link_is_added_only_for_a_job_page():
     with_link, without = render_note(report, page), render_note(report, "https://evil.example/x")  # type: ignore[arg-type]
     assert f"[this job's artifacts]({page}/artifacts/browse)" in with_link and "artifacts" not in without
     assert inert_problems(with_link, link=f"{page}/artifacts/browse") == [] and gitlab_problems(with_link) == []
+
+
+def test_escape_html_is_the_html_module_s_escape() -> None:
+    """gate.render's escape_html (a run imports no html module for it) gives html.escape's text, quoted or not."""
+    import html
+    import random
+
+    from gate.render.escape import escape_html
+
+    rng = random.Random(5)
+    alphabet = "&<>\"'amp;lt#x27 é日\u2028\x00"
+    for _ in range(2000):
+        s = "".join(rng.choices(alphabet, k=rng.randint(0, 12)))
+        assert escape_html(s) == html.escape(s) and escape_html(s, quote=False) == html.escape(s, quote=False)

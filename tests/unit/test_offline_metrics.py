@@ -380,3 +380,11 @@ def test_the_fast_paths_tokenise_exactly_as_the_per_character_rules() -> None:
         assert t.squad_tokens(text) == squad(text), text
         assert t.rouge_tokens(text) == rouge(text), text
         assert t.normalize_answer(text) == " ".join(squad(text)), text
+
+
+def test_the_punctuation_is_string_punctuation() -> None:
+    import string
+
+    from gate.core.textmatch import PUNCTUATION
+
+    assert PUNCTUATION == string.punctuation
