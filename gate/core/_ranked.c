@@ -999,7 +999,16 @@ static int output_of(Build *bd, const Line *line, PyObject **ctx, double max_lat
         PyErr_SetString(PyExc_TypeError, "out_slots must hold the five fields given and the rest, at most 16");
         return -1;
     }
-    if ((cid = text_of(bd, &line->id)) == NULL || (in = PySet_Contains(known, cid)) < 0)
+    if ((cid = text_of(bd, &line->id)) == NULL)
+        goto done;
+    if (PyDict_Check(known)) { /* case id -> the case's own str: the output keyed (and named) by it, one str for both */
+        PyObject *own = PyDict_GetItemWithError(known, cid);
+        if ((in = own != NULL) != 0) {
+            Py_INCREF(own);
+            Py_SETREF(cid, own);
+        } else if (PyErr_Occurred())
+            goto done;
+    } else if ((in = PySet_Contains(known, cid)) < 0)
         goto done;
     if (!in || (in = PyDict_Contains(outputs, cid)) != 0) { /* not a golden case's, or a second line: said there */
         rc = in < 0 ? -1 : 0;
@@ -1035,7 +1044,8 @@ done:
 }
 
 /* ranked_outputs(scanned, passage_cls, decode, known, out_cls, out_slots, rest, max_latency): what
- * gate.targets.results.read_results gives for a scanned file whose every line names (by id) a case of known, once,
+ * gate.targets.results.read_results gives for a scanned file whose every line names (by id) a case of known (a set of
+ * case ids, or a dict of each case's id to itself: the outputs then keyed by the cases' own strs), once,
  * with a latency_ms that is None or from 0 to max_latency: {case id: out_cls(id, [passage_cls(id, score)...], answer,
  * [], latency_ms, *rest)} in the file's order, each built into its slots (out_slots: the member descriptors in field
  * order). None for any other file (read_results' own loop then reads it and says what is wrong with it). */
@@ -1045,9 +1055,13 @@ PyObject *ranked_outputs(PyObject *self, PyObject *args) {
     Build bd;
     int rc = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOO!O!O!O!d", &capsule, &ctx[0], &decode, &PySet_Type, &ctx[1], &PyType_Type, &ctx[2],
+    if (!PyArg_ParseTuple(args, "OOOOO!O!O!d", &capsule, &ctx[0], &decode, &ctx[1], &PyType_Type, &ctx[2],
                           &PyTuple_Type, &ctx[3], &PyTuple_Type, &ctx[4], &max_latency))
         return NULL;
+    if (!PyDict_Check(ctx[1]) && !PyAnySet_Check(ctx[1])) {
+        PyErr_SetString(PyExc_TypeError, "known must be a dict (case id -> its str) or a set of case ids");
+        return NULL;
+    }
     if (build_open(&bd, capsule, decode) < 0)
         return NULL;
     if ((outputs = PyDict_New()) != NULL)

@@ -52,7 +52,6 @@ from gate.core.report import (
     Verdict,
     WindowComparison,
 )
-from gate.core.windows import window_decline_check
 
 DEFAULT_WINDOW = 7
 DEFAULT_GROUP_SIZE = 5  # a per-group gate's smallest gated group
@@ -153,6 +152,8 @@ def declines(name: str, measured: StageMeasurement, metric: str, runs: int, refs
         now = windows["previous"]["metrics"].get(metric) if "previous" in windows else None
         mine = (now["delta"], now["se"]) if now and "insufficient" not in now and now["delta"] is not None and now["se"] is not None else None
         earlier = [_recorded(e["stages"].get(name), metric) for e in refs.history]
+        from gate.core.windows import window_decline_check  # a traces window's metric only
+
         return window_decline_check(runs, [*earlier, mine], hib, confidence)
     earlier_values = [e["stages"][name]["metrics"][metric] for e in refs.history
                       if name in e["stages"] and metric in e["stages"][name]["metrics"]]

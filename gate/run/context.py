@@ -8,17 +8,17 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gate.core.calibration import CalibrationSettings
 from gate.core.changes import summarise_system
 from gate.core.model import TargetOutput
 from gate.core.report import HistoryEntry, StageMeasurement, StoredRun, SystemInfo, TracesInfo
 from gate.run.load import Loaded
 from gate.run.notes import passage_text_warning, pending_note, retrieval_warning, target_notes
 from gate.run.options import RunOptions
-from gate.stages.context import StageContext, Traffic
 
 if TYPE_CHECKING:
+    from gate.core.calibration import CalibrationSettings
     from gate.judges.cache import ScoreCache
+    from gate.stages.context import StageContext
 
 
 def stage_context(loaded: Loaded, outputs: Mapping[str, TargetOutput], options: RunOptions, cache: ScoreCache,
@@ -26,6 +26,7 @@ def stage_context(loaded: Loaded, outputs: Mapping[str, TargetOutput], options: 
     """What the judged stages of this run share: the judge resolved once (its key read from the environment), the
     cache, the deadline, the shard's cases, the progress and the run's secrets."""
     from gate.judges import resolve_judge  # a judged stage's run only
+    from gate.stages.context import StageContext, Traffic
 
     spec = loaded.spec
     judge, no_judge = resolve_judge(spec.judge, os.environ, secrets=spec.secrets)

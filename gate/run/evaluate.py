@@ -9,7 +9,6 @@ from operator import attrgetter
 
 from gate import __version__
 from gate.config.spec import Spec
-from gate.core.calibration import apply_calibration
 from gate.core.cases import fingerprint as golden_fingerprint
 from gate.core.cases import groups
 from gate.core.changes import changes, stored_facts
@@ -221,6 +220,8 @@ def calibrated(stages: dict[str, StageResult], facts: RunFacts) -> list[str]:
     """Each judged stage's calibration against people's labels (judge.calibration), and the warnings it gives."""
     if facts.calibration is None:
         return []
+    from gate.core.calibration import apply_calibration  # judge.calibration's run only
+
     settings, doc = facts.calibration
     return [w for stage in stages.values() for w in apply_calibration(stage, doc, settings, facts.created_at)]
 

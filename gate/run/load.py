@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from gate.config.loader import load_spec
 from gate.config.spec import Spec
-from gate.core.calibration import CalibrationSettings
 from gate.core.cases import fingerprint
 from gate.core.model import GoldenCase
 from gate.core.records import window
@@ -21,6 +20,7 @@ from gate.io.reports import read_baseline
 from gate.run.options import RunOptions
 
 if TYPE_CHECKING:
+    from gate.core.calibration import CalibrationSettings
     from gate.run.traces import TracesRead
     from gate.targets.results import Read
 
@@ -95,7 +95,12 @@ def _prefetch(spec: Spec) -> Callable[[], Read] | None:
 
 def calibration(spec: Spec) -> tuple[CalibrationSettings, dict[str, Any] | None] | None:
     """The spec's judge.calibration and the file it names (None when the file does not exist yet)."""
-    settings = CalibrationSettings.read((spec.data.get("judge") or {}).get("calibration"))
+    block = (spec.data.get("judge") or {}).get("calibration")
+    if not block:  # (CalibrationSettings.read's None, without importing it)
+        return None
+    from gate.core.calibration import CalibrationSettings
+
+    settings = CalibrationSettings.read(block)
     if settings is None:
         return None
     from gate.io.calibration import read_calibration

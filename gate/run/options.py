@@ -10,7 +10,7 @@ from typing import Protocol
 from gate.core.model import TargetOutput
 from gate.core.report import HistoryEntry
 from gate.io.history import HistoryStore
-from gate.stages.context import JudgeProgress
+from gate.stages.progress import JudgeProgress
 
 # picks the baseline from the history entries: (the entry, and where it is from in words), or None for the committed file
 BaselineChooser = Callable[[list[HistoryEntry]], tuple[HistoryEntry | None, str] | None]

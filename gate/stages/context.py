@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.redact import Redactor
-from gate.core.report import Usage
 from gate.core.settings import NO_JUDGE
 from gate.deadline import NO_DEADLINE, Deadline
+from gate.stages.progress import JudgeProgress
 
 if TYPE_CHECKING:
     from gate.judges import Engine, JudgeSettings
@@ -21,16 +21,6 @@ if TYPE_CHECKING:
     from gate.judges.client import JudgeClient
 
 NOISE_ANSWERS = "the noise test"  # the robustness stage asking the target again (progress unit "answer")
-
-
-class JudgeProgress(Protocol):
-    """Where a judged stage says how far it is: ``start`` with the scores it will judge (and, with an LLM judge, the
-    client's usage so far: calls, tokens, cost, read as they accrue), ``done`` after each. ``unit`` "answer": the
-    stage asks the target (the noise test's answers from given passages), not the judge."""
-
-    def start(self, stage: str, total: int, usage: Callable[[], Usage] | None = None, unit: str = "score") -> None: ...
-
-    def done(self, stage: str) -> None: ...
 
 
 # (engine names, judge settings, GEval criteria, cache) -> the engines and their shared client

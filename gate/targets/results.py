@@ -229,7 +229,7 @@ def read_results(path: Path, cases: Sequence[GoldenCase], texts: bool = True, id
     the passages' texts (nor the contexts made of them), which are then not kept. ``id_key``: every document's id is
     its ``metadata[id_key]`` (target.results.id_key; the lines are then read as the frameworks' forms, not decoded
     into the usual shape). ``read``: the file as ``prefetch`` read it. InputError (InputErrors) naming every bad line."""
-    known = {c.id for c in cases}
+    known = {c.id: c.id for c in cases}  # (ranked_outputs keys the outputs by the cases' own strs: found at once)
     results = Results(path, id_key=id_key)
     shape = None if id_key is not None else _Line if texts else _LineOfIds
     if shape is _LineOfIds and read is not None and ranked_outputs is not None:

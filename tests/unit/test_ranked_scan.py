@@ -336,3 +336,20 @@ def test_the_c_loops_read_ranked_passages_as_they_read_lists(tmp_path: Path):
         for cutoff in (0, 1, 3, 100):
             assert native.clearly_fresh(cases, fast, cutoff) == native.clearly_fresh(cases, loop, cutoff)
         assert retrieval_stage(settings, cases, fast) == retrieval_stage(settings, cases, loop)
+
+
+def test_the_outputs_are_keyed_by_the_cases_own_ids(tmp_path: Path):
+    """ranked_outputs given each case's id mapped to itself keys each output, and names its case, by the case's own
+    str (a lookup by case id then finds it at once); given a set, by an equal str of its own, as before."""
+    cases, fast, _ = _ranked_and_lists(tmp_path, 3)
+    by_id = {c.id: c for c in cases}
+    assert all(k is by_id[k].id and out.case_id is k for k, out in fast.items())
+    scan = native.scan_ranked(b'{"id": "q1", "retrieved": [{"id": "d", "score": 1}]}\n')
+    from gate.core.model import TargetOutput
+    args = (_RankedId, _DECODE_STR)
+    rest = (TargetOutput, results_module._OUTPUT_SLOTS, results_module._OUTPUT_REST, 1e9)
+    own = "".join(["q", "1"])
+    assert next(iter(native.ranked_outputs(scan, *args, {own: own}, *rest))) is own
+    assert next(iter(native.ranked_outputs(scan, *args, {own}, *rest))) is not own
+    with pytest.raises(TypeError):
+        native.ranked_outputs(scan, *args, [own], *rest)
