@@ -1485,6 +1485,46 @@ static PyObject *cases_of_rows(PyObject *self, PyObject *args) {
     return out;
 }
 
+static PyObject *s_answer, *s_latency_ms;
+
+/* report_cases(cases, outputs): gate.run.evaluate's rows of report["cases"], one a case in order: {"id": c.id, "type":
+ * c.type, "retrieved": [d.id for d in out.retrieved], "answer": out.answer, "latency_ms": out.latency_ms, "error":
+ * out.error} of out = outputs[c.id] (a KeyError as outputs[c.id] raises it). */
+static PyObject *report_cases(PyObject *self, PyObject *args) {
+    PyObject *cases, *outputs, *seq, *rows;
+    PyObject *const keys[6] = {s_id, s_type, s_retrieved, s_answer, s_latency_ms, s_error};
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &cases, &outputs) || (seq = PySequence_Fast(cases, "cases must be a sequence")) == NULL)
+        return NULL;
+    if ((rows = PyList_New(PySequence_Fast_GET_SIZE(seq))) == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *c = PySequence_Fast_GET_ITEM(seq, i), *v[6] = {NULL}, *out = NULL, *ret = NULL, *row = NULL;
+        int ok = (v[0] = attr(c, s_id)) != NULL && (v[1] = attr(c, s_type)) != NULL
+                 && (out = PyObject_GetItem(outputs, v[0])) != NULL && (ret = attr(out, s_retrieved)) != NULL
+                 && (v[2] = passage_ids(ret, -1)) != NULL && (v[3] = attr(out, s_answer)) != NULL
+                 && (v[4] = attr(out, s_latency_ms)) != NULL && (v[5] = attr(out, s_error)) != NULL
+                 && (row = PyDict_New()) != NULL;
+        for (int k = 0; ok && k < 6; k++)
+            ok = PyDict_SetItem(row, keys[k], v[k]) == 0;
+        for (int k = 0; k < 6; k++)
+            Py_XDECREF(v[k]);
+        Py_XDECREF(out);
+        Py_XDECREF(ret);
+        if (!ok) {
+            Py_XDECREF(row);
+            Py_DECREF(rows);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        PyList_SET_ITEM(rows, i, row);
+    }
+    Py_DECREF(seq);
+    return rows;
+}
+
 /* retrieved_ids(retrieved): [d.id for d in retrieved]. */
 static PyObject *retrieved_ids(PyObject *self, PyObject *retrieved) {
     (void)self;
@@ -1510,6 +1550,7 @@ static PyMethodDef methods[] = {
     {"cases_of_rows", cases_of_rows, METH_VARARGS,
      "cases_of_rows(rows, cls, slots, types, derive, factory, tail, max_grade) -> [case], or None."},
     {"retrieved_ids", retrieved_ids, METH_O, "retrieved_ids(retrieved) -> [d.id for d in retrieved]."},
+    {"report_cases", report_cases, METH_VARARGS, "report_cases(cases, outputs) -> report[\"cases\"]'s rows."},
     {"scan_ranked", scan_ranked, METH_O, "scan_ranked(raw) -> a results file of ranked ids read (a capsule), or None."},
     {"build_ranked", build_ranked, METH_VARARGS, "build_ranked(scanned, line_cls, passage_cls, decode) -> rows, or None."},
     {"ranked_outputs", ranked_outputs, METH_VARARGS,
@@ -1522,10 +1563,11 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gate.core._native", 
 PyMODINIT_FUNC PyInit__native(void) {
     const char *names[] = {"id", "relevant", "error", "retrieved", "score", "get", "strip", "casefold", "relevant_texts",
                            "expected_keywords", "checks", "paraphrases", "question", "ground_truth", "type",
-                           "answerable", "metrics", "relevant_ranks", "relevant_doc_ids", "category", "tags"};
+                           "answerable", "metrics", "relevant_ranks", "relevant_doc_ids", "category", "tags", "answer", "latency_ms"};
     PyObject **slots[] = {&s_id, &s_relevant, &s_error, &s_retrieved, &s_score, &s_get, &s_strip, &s_casefold,
                           &s_relevant_texts, &s_expected_keywords, &s_checks, &s_paraphrases, &s_question, &s_ground_truth,
-                          &s_type, &s_answerable, &s_metrics, &s_relevant_ranks, &s_relevant_doc_ids, &s_category, &s_tags};
+                          &s_type, &s_answerable, &s_metrics, &s_relevant_ranks, &s_relevant_doc_ids, &s_category, &s_tags, &s_answer,
+                          &s_latency_ms};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
             return NULL;

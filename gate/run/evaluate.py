@@ -19,7 +19,18 @@ from gate.core.errors import EXIT_CODES
 from gate.core.goldencheck import question_type
 from gate.core.model import GoldenCase, TargetOutput
 from gate.core.records import history_summary, mismatched
-from gate.core.report import SCHEMA_VERSION, BaselineInfo, GoldenSetInfo, JudgeInfo, Report, RunInfo, StageMeasurement, StageResult, TargetInfo
+from gate.core.report import (
+    SCHEMA_VERSION,
+    BaselineInfo,
+    CaseOutput,
+    GoldenSetInfo,
+    JudgeInfo,
+    Report,
+    RunInfo,
+    StageMeasurement,
+    StageResult,
+    TargetInfo,
+)
 from gate.core.verdict import CompareWith, decide_verdict, gate_stage, run_errors, trap_warning
 from gate.run.context import RunFacts
 from gate.stages.retrieval import health_stage, retrieval_stage, stale_labels
@@ -28,14 +39,17 @@ Groups = Mapping[str, Mapping[str, Sequence[str]]]  # by -> group -> case ids
 _ID = attrgetter("id")
 
 
-def _ids_in_python(retrieved: Sequence[object]) -> list[str]:
-    return list(map(_ID, retrieved))
+def case_rows(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) -> list[CaseOutput]:
+    """report["cases"]: each case's id and type, and what the target returned for it (the ids it retrieved)."""
+    return [{"id": c.id, "type": c.type, "retrieved": list(map(_ID, o.retrieved)), "answer": o.answer, "latency_ms": o.latency_ms,
+             "error": o.error}
+            for c in cases for o in [outputs[c.id]]]  # (one output a case: a name, not a loop)
 
 
-try:  # the same list, built in C where gate.core._native is built
-    from gate.core._native import retrieved_ids as _ids_of
+try:  # the same rows, built in C where gate.core._native is built
+    from gate.core._native import report_cases as _case_rows
 except ImportError:
-    _ids_of = _ids_in_python
+    _case_rows = case_rows
 
 
 def with_judge(fingerprint: str, judge: JudgeInfo) -> str:
@@ -99,7 +113,8 @@ def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, Targ
         texts.update(stage.get("texts", {}))
         if name in fingerprints and "judge" in stage:  # the judge's engines and prompts are part of how a stage measures
             fingerprints[name] = with_judge(fingerprints[name], stage["judge"])
-    by_groups = {**case_groups, "question_type": question_groups(cases, spec)}
+    gated_by_type = any(g.get("by") == "question_type" for name in measured for g in spec.stages.gates(name).values())
+    by_groups = {**case_groups, "question_type": question_groups(cases, spec)} if gated_by_type else case_groups
     stages = gate_stages(spec, measured, facts, fingerprints, {c.id: c.question for c in cases}, by_groups)
     trust = calibrated(stages, facts)
     errors, warnings = run_problems(spec, cases, outputs, stages, facts)
@@ -110,11 +125,7 @@ def evaluate(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[str, Targ
         "warnings": warnings + list(facts.warnings), "tool": {"name": "rag-gate", "version": __version__},
         "run": run_info(spec, facts), "fingerprints": fingerprints, "golden_set": golden_set_info(spec, cases, case_groups),
         "target": target_info(spec, cases, outputs, facts), "baseline": baseline_info(spec, facts, fingerprints), "stages": stages,
-        "cases": [
-            {"id": c.id, "type": c.type, "retrieved": _ids_of(o.retrieved), "answer": o.answer, "latency_ms": o.latency_ms,
-             "error": o.error}
-            for c in cases for o in [outputs[c.id]]  # (one output a case: a name, not a loop)
-        ],
+        "cases": _case_rows(cases, outputs),
         "history": history_summary(facts.history),
     }
     if texts:

@@ -124,7 +124,7 @@ def retrieval_warning(spec: Spec, cases: Sequence[GoldenCase], outputs: Mapping[
     retrieval = spec.stages.retrieval
     if retrieval is None or retrieval.match.level == "text" or spec.traces is not None:
         return None
-    answered = [(c, outputs[c.id]) for c in cases if c.answerable and c.id in outputs and outputs[c.id].error is None]
+    answered = [(c, o) for c in cases if c.answerable and (o := outputs.get(c.id)) is not None and o.error is None]
     if not answered:
         return None
     if not any(o.retrieved for _, o in answered):

@@ -379,3 +379,24 @@ def test_an_attribute_read_from_its_slot_is_what_getattr_reads():
 
     assert native.retrieved_ids([Plain("x"), ps[0]]) == ["x", "changed"]
     assert native.retrieved_ids([results_module._RankedId("r", 0.5)]) == ["r"]
+
+
+def test_the_report_s_case_rows_are_the_python_ones():
+    """report["cases"] built in C (report_cases) is evaluate's Python rows: the same keys in the same order, the same
+    values (the ids retrieved, the answer, the latency, the error), and a KeyError for a case with no output."""
+    from dataclasses import replace
+
+    from gate.run.evaluate import case_rows
+    rng = random.Random(4)
+    for _ in range(20):
+        cases, outputs = _random_outputs(rng)
+        present = [c for c in cases if c.id in outputs]
+        for c in present[::3]:
+            outputs[c.id] = replace(outputs[c.id], answer=rng.choice(["yes", None, "é"]), latency_ms=rng.choice([None, 12.5, 0]))
+        got, want = native.report_cases(present, outputs), case_rows(present, outputs)
+        assert got == want and [list(r) for r in got] == [list(r) for r in want]
+        assert all(type(r["retrieved"]) is list for r in got)
+        missing = next((c for c in cases if c.id not in outputs), None)
+        if missing is not None:
+            with pytest.raises(KeyError):
+                native.report_cases([*present, missing], outputs)

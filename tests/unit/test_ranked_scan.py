@@ -322,7 +322,8 @@ def test_ranked_passages_read_as_the_list_they_stand_for(tmp_path: Path):
 
 def test_the_c_loops_read_ranked_passages_as_they_read_lists(tmp_path: Path):
     """Every loop in C that reads passages (the metrics, the notes' near ids and unsorted scores, the fresh-label bound,
-    the report's ids) reads RankedPassages' ids and scores where they are kept: the values the lists give."""
+    the report's ids and rows) reads RankedPassages' ids and scores where they are kept: the values the lists give."""
+    from gate.run.evaluate import case_rows
     from gate.stages.retrieval import retrieval_stage
     from tests.support.settings import retrieval
 
@@ -336,6 +337,7 @@ def test_the_c_loops_read_ranked_passages_as_they_read_lists(tmp_path: Path):
         for cutoff in (0, 1, 3, 100):
             assert native.clearly_fresh(cases, fast, cutoff) == native.clearly_fresh(cases, loop, cutoff)
         assert retrieval_stage(settings, cases, fast) == retrieval_stage(settings, cases, loop)
+        assert native.report_cases(cases, fast) == case_rows(cases, loop)
 
 
 def test_the_outputs_are_keyed_by_the_cases_own_ids(tmp_path: Path):
