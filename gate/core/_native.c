@@ -538,6 +538,7 @@ static PyObject *attr(PyObject *obj, PyObject *name) {
 int ranked_check(PyObject *o); /* _ranked.c: RankedPassages */
 PyObject *ranked_ids(PyObject *self, Py_ssize_t upto);
 int ranked_unsorted(PyObject *self);
+int ranked_clean(PyObject *o);
 int ranked_ready(PyObject *module);
 
 static PyObject *s_id, *s_relevant, *s_error, *s_retrieved, *s_score, *s_get, *s_strip, *s_casefold;
@@ -719,7 +720,7 @@ fail:
 /* One case of near_ids: appends (case id, the id retrieved, the relevant id) to found. -1 on error. A clean id
  * (clean_id) can fold as a missed relevant id only when one of the two is not clean: while every missed id is clean,
  * the clean ids retrieved are passed over without a lookup. */
-static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, PyObject *found) {
+static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, int all_clean, PyObject *found) {
     PyObject *missed = NULL, *key, *value;
     Py_ssize_t pos = 0, n = PyList_GET_SIZE(ids), nmissed = 0;
     int rc = -1, dirty = 0;
@@ -732,6 +733,8 @@ static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, PyObjec
             dirty = dirty || !clean_id(key);
         }
     }
+    if (!dirty && all_clean) /* every id clean, every missed one too: none folds to another (clean_id) */
+        return 0;
     for (Py_ssize_t i = 0; i < n && nmissed; i++) {
         PyObject *id = PyList_GET_ITEM(ids, i), *want, *item;
         int in;
@@ -762,6 +765,16 @@ done:
     return rc;
 }
 
+/* Whether every key of the dict d is a clean id (clean_id). */
+static int keys_clean(PyObject *d) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(d, &pos, &key, &value))
+        if (!clean_id(key))
+            return 0;
+    return 1;
+}
+
 /* near_ids(cases, outputs): gate.run.notes.near_ids_note's list of (case id, the id retrieved, the relevant id). */
 static PyObject *near_ids(PyObject *self, PyObject *args) {
     PyObject *cases, *outputs, *found, *it, *c;
@@ -782,8 +795,11 @@ static PyObject *near_ids(PyObject *self, PyObject *args) {
                 skip = !bad && err != Py_None;
             }
             if (!bad && !skip) {
-                bad = (ret = attr(out, s_retrieved)) == NULL || (ids = passage_ids(ret, -1)) == NULL;
-                bad = bad || (PyDict_Check(rel) ? near_ids_of(cid, rel, ids, found) < 0 : (PyErr_SetString(PyExc_TypeError, "relevant must be a dict"), 1));
+                bad = (ret = attr(out, s_retrieved)) == NULL;
+                if (!bad && !PyDict_Check(rel))
+                    bad = (PyErr_SetString(PyExc_TypeError, "relevant must be a dict"), 1);
+                skip = !bad && ranked_clean(ret) && keys_clean(rel); /* every id folds to itself: none to another */
+                bad = bad || (!skip && ((ids = passage_ids(ret, -1)) == NULL || near_ids_of(cid, rel, ids, ranked_clean(ret), found) < 0));
             }
         }
         Py_XDECREF(cid), Py_XDECREF(out), Py_XDECREF(rel), Py_XDECREF(err), Py_XDECREF(ret), Py_XDECREF(ids);

@@ -58,6 +58,7 @@ typedef struct {
     size_t off; /* in Scan.arena */
     Py_ssize_t len;
     int kind;
+    int clean; /* ASCII, no capital, no space at either end: its fold (strip, casefold) is itself (near_ids) */
 } Id;
 
 typedef struct {
@@ -394,6 +395,18 @@ static int grow_table(Scan *s) {
     return 1;
 }
 
+/* Whether ASCII bytes are what gate.core._native's clean_id takes: no capital A-Z, no ASCII space (str.isspace's:
+ * 0x09-0x0D, 0x1C-0x20) at either end. */
+static int folds_to_itself(const unsigned char *p, Py_ssize_t n) {
+    if (n && (((p[0] >= 0x09 && p[0] <= 0x0D) || (p[0] >= 0x1C && p[0] <= 0x20))
+              || ((p[n - 1] >= 0x09 && p[n - 1] <= 0x0D) || (p[n - 1] >= 0x1C && p[n - 1] <= 0x20))))
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (p[i] >= 'A' && p[i] <= 'Z')
+            return 0;
+    return 1;
+}
+
 /* Whether a[0..n) and b[0..n) hold the same bytes (n is an id's length: a few words, compared inline). */
 static int same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
     uint64_t x, y;
@@ -443,7 +456,7 @@ static Py_ssize_t intern_id(Scan *s, const unsigned char *b, const Str *x, uint6
         s->acap = cap;
     }
     memcpy(s->arena + s->alen, bytes, (size_t)x->len);
-    s->ids[s->nids] = (Id){h, s->alen, x->len, x->kind};
+    s->ids[s->nids] = (Id){h, s->alen, x->len, x->kind, x->kind == S_ASCII && folds_to_itself(bytes, x->len)};
     s->table[j] = (Slot){tag, (uint32_t)s->nids + 1, (uint32_t)x->len, (uint32_t)s->alen};
     s->alen += (size_t)x->len;
     return (Py_ssize_t)s->nids++;
@@ -786,6 +799,7 @@ typedef union {
 typedef struct {
     PyObject_VAR_HEAD
     Py_ssize_t n;
+    int clean; /* every id folds to itself (Id.clean): near_ids need not fold them */
     PyObject *cls;
     Cell cells[1]; /* the ids (n, new references), the passages made (n, NULL until made), the scores (n) */
 } Ranked;
@@ -793,6 +807,9 @@ typedef struct {
 static PyTypeObject RankedType;
 
 int ranked_check(PyObject *o) { return Py_IS_TYPE(o, &RankedType); }
+
+/* Whether o is a RankedPassages whose every id folds to itself (strip, casefold). */
+int ranked_clean(PyObject *o) { return ranked_check(o) && ((Ranked *)o)->clean; }
 
 static PyObject *ranked_item(PyObject *self, Py_ssize_t i) {
     Ranked *r = (Ranked *)self;
@@ -964,6 +981,7 @@ static PyObject *ranked_of(Build *bd, const Line *line, PyObject *passage_cls) {
     if (r == NULL)
         return NULL;
     r->n = n;
+    r->clean = 1;
     Py_INCREF(passage_cls);
     r->cls = passage_cls;
     for (Py_ssize_t i = 0; i < 2 * n; i++)
@@ -971,6 +989,7 @@ static PyObject *ranked_of(Build *bd, const Line *line, PyObject *passage_cls) {
     for (Py_ssize_t i = 0; i < n; i++) {
         Passage *d = &bd->s->ps[line->first + i];
         double v = NAN;
+        r->clean = r->clean && d->uid >= 0 && bd->s->ids[d->uid].clean;
         if ((r->cells[i].o = shared_id(bd, d)) == NULL || (d->score.kind != N_NONE && double_of(bd, &d->score, &v) < 0)) {
             Py_DECREF(r);
             return NULL;
