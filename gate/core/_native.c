@@ -1298,7 +1298,11 @@ static int floats_in(PyObject *x, int depth) {
         PyObject *k, *v;
         int worst = 0;
         while (PyDict_Next(x, &pos, &k, &v)) {
-            int a = floats_in(k, depth + 1), b = a == 1 ? 1 : floats_in(v, depth + 1);
+            int a, b;
+            if (PyUnicode_CheckExact(k) && (PyUnicode_CheckExact(v) || v == Py_None)) /* a row's text fields */
+                continue;
+            a = floats_in(k, depth + 1);
+            b = a == 1 ? 1 : floats_in(v, depth + 1);
             if (a == 1 || b == 1)
                 return 1;
             worst = a > worst ? a : b > worst ? b : worst;
@@ -1310,8 +1314,10 @@ static int floats_in(PyObject *x, int depth) {
         PyObject **items = PySequence_Fast_ITEMS(x);
         int worst = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
-            int a = floats_in(items[i], depth + 1);
-            if (a == 1)
+            int a;
+            if (PyUnicode_CheckExact(items[i]) || items[i] == Py_None) /* a list of ids: no call for each */
+                continue;
+            if ((a = floats_in(items[i], depth + 1)) == 1)
                 return 1;
             worst = a > worst ? a : worst;
         }

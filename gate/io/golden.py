@@ -286,7 +286,8 @@ def _whole_file(path: Path) -> list[GoldenCase] | None:
     when the file is UTF-8 without a byte-order mark, holds one JSON object on each line (``lines_and_utf8``) and
     every row is a usual one ``parse_case`` takes. None otherwise: the file is then read line by line, which gives
     the same cases and words what is wrong where (a mistake costs a second read, not a different answer)."""
-    raw = read_regular_bytes(path)
+    # mapped, not copied, where the line and UTF-8 check is the C one (the Python one reads bytes' methods)
+    raw = read_regular_bytes(path) if lines_and_utf8 is python_lines_and_utf8 else map_regular(path)
     lines, utf8 = lines_and_utf8(raw)
     if lines is None or not utf8 or raw[:3] == BOM:  # msgspec does not check the UTF-8 of what it skips
         return None
