@@ -539,6 +539,8 @@ int ranked_check(PyObject *o); /* _ranked.c: RankedPassages */
 PyObject *ranked_ids(PyObject *self, Py_ssize_t upto);
 int ranked_unsorted(PyObject *self);
 int ranked_clean(PyObject *o);
+Py_ssize_t ranked_length_of(PyObject *o);
+PyObject *ranked_id_at(PyObject *o, Py_ssize_t i);
 int ranked_ready(PyObject *module);
 
 static PyObject *s_id, *s_relevant, *s_error, *s_retrieved, *s_score, *s_get, *s_strip, *s_casefold;
@@ -652,12 +654,18 @@ static PyObject *passage_ids(PyObject *retrieved, Py_ssize_t upto) {
 }
 
 /* Whether x is in the list ids (==; two strs of different hashes are not equal); -1 on error. */
-static int in_ids(PyObject *ids, PyObject *x) {
+static int in_first(PyObject *ids, Py_ssize_t n, PyObject *x);
+
+static int in_ids(PyObject *ids, PyObject *x) { return in_first(ids, PyList_GET_SIZE(ids), x); }
+
+/* Whether x is among the first n ids of ids: a list, or a RankedPassages (its ids where it keeps them). */
+static int in_first(PyObject *ids, Py_ssize_t n, PyObject *x) {
     Py_hash_t hx = str_hash(x);
+    int ranked = ranked_check(ids);
     if (hx == -1 && PyErr_Occurred())
         return -1;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++) {
-        PyObject *item = PyList_GET_ITEM(ids, i);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = ranked ? ranked_id_at(ids, i) : PyList_GET_ITEM(ids, i);
         int eq;
         if (item == x)
             return 1;
@@ -900,17 +908,25 @@ static PyObject *clearly_fresh(PyObject *self, PyObject *args) {
     }
     while ((c = PyIter_Next(it)) != NULL) {
         PyObject *cid = attr(c, s_id), *out = NULL, *ret = NULL, *top = NULL, *rel = NULL, *key, *value;
-        Py_ssize_t pos = 0;
-        int bad = cid == NULL || (out = PyObject_GetItem(outputs, cid)) == NULL || (ret = attr(out, s_retrieved)) == NULL
-                  || (top = passage_ids(ret, cutoff)) == NULL || (rel = attr(c, s_relevant)) == NULL;
+        Py_ssize_t pos = 0, n = 0;
+        int bad = cid == NULL || (out = PyObject_GetItem(outputs, cid)) == NULL || (ret = attr(out, s_retrieved)) == NULL;
+        if (!bad && ranked_check(ret)) { /* its ids read where it keeps them */
+            n = ranked_length_of(ret) < cutoff ? ranked_length_of(ret) : cutoff;
+            Py_INCREF(ret);
+            top = ret;
+        } else if (!bad) {
+            bad = (top = passage_ids(ret, cutoff)) == NULL;
+            n = bad ? 0 : PyList_GET_SIZE(top);
+        }
+        bad = bad || (rel = attr(c, s_relevant)) == NULL;
         if (!bad && !PyDict_Check(rel)) {
             PyErr_SetString(PyExc_TypeError, "relevant must be a dict");
             bad = 1;
         }
         if (!bad) {
-            within += PyList_GET_SIZE(top);
+            within += n;
             while (!bad && PyDict_Next(rel, &pos, &key, &value)) {
-                int in = in_ids(top, key);
+                int in = in_first(top, n, key);
                 bad = in < 0 || (in && PySet_Add(found, key) < 0);
             }
         }

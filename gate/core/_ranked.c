@@ -808,6 +808,10 @@ static PyTypeObject RankedType;
 
 int ranked_check(PyObject *o) { return Py_IS_TYPE(o, &RankedType); }
 
+/* The number of passages of a RankedPassages, and the id of its i-th (borrowed; 0 <= i < its length). */
+Py_ssize_t ranked_length_of(PyObject *o) { return ((Ranked *)o)->n; }
+PyObject *ranked_id_at(PyObject *o, Py_ssize_t i) { return ((Ranked *)o)->cells[i].o; }
+
 /* Whether o is a RankedPassages whose every id folds to itself (strip, casefold). */
 int ranked_clean(PyObject *o) { return ranked_check(o) && ((Ranked *)o)->clean; }
 

@@ -66,7 +66,7 @@ def never_found(samples: Sequence[Mapping[str, Any]], reference: Sequence[Mappin
     out: dict[str, list[str]] = {}
     for s in samples:
         ranks = s.get("relevant_ranks")
-        if not ranks or any(r is not None for r in ranks.values()):
+        if not ranks or any(ranks.values()):  # a rank found (ranks are 1-based: a found one is true, None is not)
             continue
         if any(before.get(s["id"], {}).get(rid) is not None for rid in ranks):
             continue  # the baseline found it: a loss of rank, said by the worse cases

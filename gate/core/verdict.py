@@ -27,6 +27,7 @@ from gate.core.compare import (
 )
 from gate.core.gates import (
     DEFAULT_CONFIDENCE,
+    SHARE_KEYS,
     Check,
     Comparison,
     Gated,
@@ -85,7 +86,8 @@ def decide_gates(name: str, measured: StageMeasurement, gates: Mapping[str, Mapp
         base: Comparison | None
         base, trend = window_references(windows, metric, gate) if windows is not None else references(name, measured, metric, gate, refs)
         decision = decide(Gated(name, metric, hib), gate, value, base, trend, refs.mismatch_policy)
-        share = share_check(gate, case_scores(samples, metric), judge_noise(name, metric)) if decision.status != "error" else None
+        shared = decision.status != "error" and any(k in gate for k in SHARE_KEYS)  # (the per-case values read only then)
+        share = share_check(gate, case_scores(samples, metric), judge_noise(name, metric)) if shared else None
         if share is not None:
             decision = with_check(decision, share)
         if "consecutive_decline" in gate and decision.status != "error" and value is not None:
