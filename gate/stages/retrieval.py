@@ -146,7 +146,7 @@ def _health(cases: Sequence[GoldenCase], outputs: Mapping[str, TargetOutput]) ->
     errors = sum(1 for c in cases if outputs[c.id].error is not None)
     answered = [o for o in outputs.values() if o.error is None]
     latencies = [o.latency_ms for o in answered if o.latency_ms is not None]
-    used, unused = usage_metrics([t for o in answered if (t := total_tokens(o.usage)) is not None],
+    used, unused = usage_metrics([t for o in answered if o.usage and (t := total_tokens(o.usage)) is not None],
                                  [o.cached for o in answered if o.cached is not None])
     return {**health_metrics(latencies, len(cases), errors), **used}, unused
 
