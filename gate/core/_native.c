@@ -1083,8 +1083,50 @@ static int long_form(PyObject *c) {
     return 0;
 }
 
+/* The pairs of a dict of at most 16 str ids, sorted: its keys in order (distinct keys: (id, grade) pairs sort as their
+ * ids do), then each written with its grade. 1: written; 0: not this kind of dict (the caller sorts its items); -1. */
+static int buf_small_pairs(Buf *w, PyObject *encode, PyObject *relevant) {
+    PyObject *keys[16], *grades[16], *k, *v;
+    Py_ssize_t pos = 0, n = 0;
+    if (!PyDict_CheckExact(relevant) || PyDict_GET_SIZE(relevant) > 16)
+        return 0;
+    while (PyDict_Next(relevant, &pos, &k, &v)) {
+        Py_ssize_t j = n++;
+        if (!PyUnicode_CheckExact(k))
+            return 0;
+        for (; j > 0; j--) { /* insertion sort: a few ids */
+            int lt = PyUnicode_Compare(k, keys[j - 1]) < 0;
+            if (PyErr_Occurred())
+                return -1;
+            if (!lt)
+                break;
+            keys[j] = keys[j - 1];
+            grades[j] = grades[j - 1];
+        }
+        keys[j] = k;
+        grades[j] = v;
+    }
+    int rc = 1;
+    for (Py_ssize_t i = 0; i < n; i++) { /* held while encode (Python code) may run */
+        Py_INCREF(keys[i]);
+        Py_INCREF(grades[i]);
+    }
+    for (Py_ssize_t i = 0; i < n && rc == 1; i++)
+        if ((i && PUT(w, ", ") < 0) || PUT(w, "[") < 0 || buf_string(w, encode, keys[i]) < 0 || PUT(w, ", ") < 0
+            || buf_int(w, grades[i]) < 0 || PUT(w, "]") < 0)
+            rc = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_DECREF(keys[i]);
+        Py_DECREF(grades[i]);
+    }
+    return rc;
+}
+
 /* The pairs of a case's relevant ids and grades, sorted: [d, g], [d, g]. */
 static int buf_pairs(Buf *w, PyObject *encode, PyObject *relevant) {
+    int small = buf_small_pairs(w, encode, relevant);
+    if (small != 0)
+        return small < 0 ? -1 : 0;
     PyObject *items = PyDict_Check(relevant) ? PyDict_Items(relevant) : PyMapping_Items(relevant);
     int rc = -1;
     if (items == NULL || PyList_Sort(items) < 0)

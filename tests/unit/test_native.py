@@ -249,6 +249,10 @@ def test_the_fingerprint_bytes_are_the_python_text_in_utf8():
     assert native.fingerprint_utf8(ordered, cases_module._STRING, cases_module._row) == want.encode("utf-8")
     assert native.fingerprint_utf8([], cases_module._STRING, cases_module._row) == b""
     assert cases_module.fingerprint(golden) == digest_text(want)
+    many = [GoldenCase(id=f"m{n}", question="?", line=1, relevant={f"d{j:02d}é"[::-1] if j % 2 else f"D{j}": j for j in range(n, 0, -1)})
+            for n in (2, 15, 16, 17, 40)]  # sorted in C up to 16 ids, by their items above
+    want_many = "".join([cases_module._row(c) + "\n" for c in many])
+    assert native.fingerprint_utf8(many, cases_module._STRING, cases_module._row) == want_many.encode("utf-8")
     big = [GoldenCase(id="q", question="x" * 200_000, line=1, relevant={"d": 2**70, "c": True})]  # past the first buffer
     assert native.fingerprint_utf8(big, cases_module._STRING, cases_module._row) == cases_module._row(big[0]).encode() + b"\n"
 
