@@ -801,7 +801,8 @@ typedef struct {
     Py_ssize_t n;
     int clean; /* every id folds to itself (Id.clean): near_ids need not fold them */
     PyObject *cls;
-    Cell cells[1]; /* the ids (n, new references), the passages made (n, NULL until made), the scores (n) */
+    PyObject **made; /* the passages made (n, each NULL until made; the array itself made with the first) */
+    Cell cells[1];   /* the ids (n, new references), then the scores (n): 16 bytes a passage, in one block */
 } Ranked;
 
 static PyTypeObject RankedType;
@@ -822,9 +823,11 @@ static PyObject *ranked_item(PyObject *self, Py_ssize_t i) {
         PyErr_SetString(PyExc_IndexError, "list index out of range");
         return NULL;
     }
-    made = &r->cells[r->n + i].o;
+    if (r->made == NULL && (r->made = PyMem_Calloc((size_t)r->n, sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    made = &r->made[i];
     if (*made == NULL) {
-        double v = r->cells[2 * r->n + i].d;
+        double v = r->cells[r->n + i].d;
         PyObject *score = isnan(v) ? (Py_INCREF(Py_None), Py_None) : PyFloat_FromDouble(v), *args[2], *obj;
         if (score == NULL)
             return NULL;
@@ -908,8 +911,12 @@ static PyObject *ranked_reduce(PyObject *self, PyObject *unused) {
 
 static void ranked_dealloc(PyObject *self) {
     Ranked *r = (Ranked *)self;
-    for (Py_ssize_t i = 0; i < 2 * r->n; i++)
+    for (Py_ssize_t i = 0; i < r->n; i++) {
         Py_XDECREF(r->cells[i].o);
+        if (r->made != NULL)
+            Py_XDECREF(r->made[i]);
+    }
+    PyMem_Free(r->made);
     Py_XDECREF(r->cls);
     Py_TYPE(self)->tp_free(self);
 }
@@ -964,7 +971,7 @@ PyObject *ranked_ids(PyObject *self, Py_ssize_t upto) {
 /* Whether the scores given (not None) are out of descending order. */
 int ranked_unsorted(PyObject *self) {
     Ranked *r = (Ranked *)self;
-    const Cell *scores = r->cells + 2 * r->n;
+    const Cell *scores = r->cells + r->n;
     int have = 0;
     double prev = 0.0;
     for (Py_ssize_t i = 0; i < r->n; i++) {
@@ -981,14 +988,15 @@ int ranked_unsorted(PyObject *self) {
 /* A line's passages as a RankedPassages of passage_cls (out_of_range set for a score out of range). */
 static PyObject *ranked_of(Build *bd, const Line *line, PyObject *passage_cls) {
     Py_ssize_t n = line->count;
-    Ranked *r = PyObject_NewVar(Ranked, &RankedType, 3 * n);
+    Ranked *r = PyObject_NewVar(Ranked, &RankedType, 2 * n);
     if (r == NULL)
         return NULL;
     r->n = n;
     r->clean = 1;
     Py_INCREF(passage_cls);
     r->cls = passage_cls;
-    for (Py_ssize_t i = 0; i < 2 * n; i++)
+    r->made = NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
         r->cells[i].o = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         Passage *d = &bd->s->ps[line->first + i];
@@ -1002,7 +1010,7 @@ static PyObject *ranked_of(Build *bd, const Line *line, PyObject *passage_cls) {
             bd->out_of_range = 1;
             v = NAN;
         }
-        r->cells[2 * n + i].d = v;
+        r->cells[n + i].d = v;
     }
     return (PyObject *)r;
 }
