@@ -683,21 +683,23 @@ static int in_first(PyObject *ids, Py_ssize_t n, PyObject *x) {
     return 0;
 }
 
-/* Whether x is an ASCII str that its own fold (strip, casefold) leaves as it is: no capital, no space at either end.
- * Two such strs fold alike only when they are equal. */
-static int clean_id(PyObject *x) {
-    const Py_UCS1 *p;
-    Py_ssize_t n;
-    if (!PyUnicode_CheckExact(x) || !PyUnicode_IS_ASCII(x))
-        return 0;
-    p = PyUnicode_1BYTE_DATA(x);
-    n = PyUnicode_GET_LENGTH(x);
+/* Whether n ASCII bytes are left as they are by their fold (strip, casefold): no capital, no space at either end.
+ * (Also the scan's, in _ranked.c, for each distinct id it keeps.) */
+int ascii_folds_to_itself(const unsigned char *p, Py_ssize_t n) {
     if (n && (ascii_space(p[0]) || ascii_space(p[n - 1])))
         return 0;
     for (Py_ssize_t i = 0; i < n; i++)
         if (p[i] >= 'A' && p[i] <= 'Z')
             return 0;
     return 1;
+}
+
+/* Whether x is an ASCII str that its own fold leaves as it is (ascii_folds_to_itself). Two such strs fold alike only
+ * when they are equal. */
+static int clean_id(PyObject *x) {
+    if (!PyUnicode_CheckExact(x) || !PyUnicode_IS_ASCII(x))
+        return 0;
+    return ascii_folds_to_itself(PyUnicode_1BYTE_DATA(x), PyUnicode_GET_LENGTH(x));
 }
 
 /* The relevant ids not in ids, by their fold (a later id of the same fold replaces an earlier one, as {..} does): a
@@ -728,7 +730,7 @@ fail:
 /* One case of near_ids: appends (case id, the id retrieved, the relevant id) to found. -1 on error. A clean id
  * (clean_id) can fold as a missed relevant id only when one of the two is not clean: while every missed id is clean,
  * the clean ids retrieved are passed over without a lookup. */
-static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, int all_clean, PyObject *found) {
+static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, PyObject *found) {
     PyObject *missed = NULL, *key, *value;
     Py_ssize_t pos = 0, n = PyList_GET_SIZE(ids), nmissed = 0;
     int rc = -1, dirty = 0;
@@ -741,8 +743,6 @@ static int near_ids_of(PyObject *cid, PyObject *relevant, PyObject *ids, int all
             dirty = dirty || !clean_id(key);
         }
     }
-    if (!dirty && all_clean) /* every id clean, every missed one too: none folds to another (clean_id) */
-        return 0;
     for (Py_ssize_t i = 0; i < n && nmissed; i++) {
         PyObject *id = PyList_GET_ITEM(ids, i), *want, *item;
         int in;
@@ -807,7 +807,7 @@ static PyObject *near_ids(PyObject *self, PyObject *args) {
                 if (!bad && !PyDict_Check(rel))
                     bad = (PyErr_SetString(PyExc_TypeError, "relevant must be a dict"), 1);
                 skip = !bad && ranked_clean(ret) && keys_clean(rel); /* every id folds to itself: none to another */
-                bad = bad || (!skip && ((ids = passage_ids(ret, -1)) == NULL || near_ids_of(cid, rel, ids, ranked_clean(ret), found) < 0));
+                bad = bad || (!skip && ((ids = passage_ids(ret, -1)) == NULL || near_ids_of(cid, rel, ids, found) < 0));
             }
         }
         Py_XDECREF(cid), Py_XDECREF(out), Py_XDECREF(rel), Py_XDECREF(err), Py_XDECREF(ret), Py_XDECREF(ids);

@@ -395,17 +395,7 @@ static int grow_table(Scan *s) {
     return 1;
 }
 
-/* Whether ASCII bytes are what gate.core._native's clean_id takes: no capital A-Z, no ASCII space (str.isspace's:
- * 0x09-0x0D, 0x1C-0x20) at either end. */
-static int folds_to_itself(const unsigned char *p, Py_ssize_t n) {
-    if (n && (((p[0] >= 0x09 && p[0] <= 0x0D) || (p[0] >= 0x1C && p[0] <= 0x20))
-              || ((p[n - 1] >= 0x09 && p[n - 1] <= 0x0D) || (p[n - 1] >= 0x1C && p[n - 1] <= 0x20))))
-        return 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (p[i] >= 'A' && p[i] <= 'Z')
-            return 0;
-    return 1;
-}
+int ascii_folds_to_itself(const unsigned char *p, Py_ssize_t n); /* _native.c: what near_ids' clean_id reads */
 
 /* Whether a[0..n) and b[0..n) hold the same bytes (n is an id's length: a few words, compared inline). */
 static int same_bytes(const unsigned char *a, const unsigned char *b, size_t n) {
@@ -456,7 +446,7 @@ static Py_ssize_t intern_id(Scan *s, const unsigned char *b, const Str *x, uint6
         s->acap = cap;
     }
     memcpy(s->arena + s->alen, bytes, (size_t)x->len);
-    s->ids[s->nids] = (Id){h, s->alen, x->len, x->kind, x->kind == S_ASCII && folds_to_itself(bytes, x->len)};
+    s->ids[s->nids] = (Id){h, s->alen, x->len, x->kind, x->kind == S_ASCII && ascii_folds_to_itself(bytes, x->len)};
     s->table[j] = (Slot){tag, (uint32_t)s->nids + 1, (uint32_t)x->len, (uint32_t)s->alen};
     s->alen += (size_t)x->len;
     return (Py_ssize_t)s->nids++;

@@ -207,8 +207,8 @@ def report_pieces(report: Report) -> Iterator[bytes | memoryview | Restart]:
     a thousand at a time): joined, exactly ``report_bytes(report)``; so that each piece is written while the next is
     encoded (gate.io.files.PiecesWriter). A piece may be ``RESTART``: what came before it is dropped (a value msgspec
     cannot encode, met half-way: the whole report then comes again, written by json)."""
-    if len(report["cases"]) <= COMPACT_ABOVE or _not_finite(report):
-        yield report_bytes(report)
+    if len(report["cases"]) <= COMPACT_ABOVE or _not_finite(report):  # json's text (report_bytes', checked once)
+        yield report_json(report).encode("utf-8")
         return
     kept: list[bytes] | None = [] if os.environ.get(SELF_CHECK) else None  # read back through the schema at the end
     try:
